@@ -1,0 +1,242 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync"
+)
+
+// backend is where a checkpoint's bytes live: a file on disk (File) or a
+// byte slice (Memory). Everything else is shared, so that Memory keeps the
+// same contract as File by construction.
+type backend interface {
+	name() string
+	// read returns the whole file, or an error matching fs.ErrNotExist.
+	read() ([]byte, error)
+	// replace makes data the checkpoint, atomically and durably. With
+	// keepPrev, the current file is first kept as the previous one.
+	replace(data []byte, keepPrev bool) error
+	// quarantine moves the current file aside and says where to.
+	quarantine() (string, error)
+	close() error
+}
+
+type fileState int
+
+const (
+	stateUnknown fileState = iota // not read yet
+	stateGood                     // ents is what is on disk (or nothing is)
+	stateBad                      // the last read failed; see core.bad
+)
+
+// core is the logic File and Memory share: the state machine that keeps a
+// file that could not be read from being overwritten, sequence numbers, and
+// the encoded entries that let Commit write only what changed.
+type core[K comparable, V any] struct {
+	mu     sync.Mutex // guards every field below and serialises file operations
+	cfg    config
+	be     backend
+	bootID string
+
+	closed bool
+	state  fileState
+	bad    error  // why the last read failed, when state is stateBad
+	exists bool   // a file that was read or written is on disk
+	seq    uint64 // Seq of the file on disk
+	ents   entries[K]
+
+	enc  *encoder
+	out  []byte // reused for every file written
+	undo []undoStep[K]
+}
+
+func newCore[K comparable, V any](cfg config, be backend, bootID string) *core[K, V] {
+	return &core[K, V]{cfg: cfg, be: be, bootID: bootID, enc: newEncoder(), ents: newEntries[K](0)}
+}
+
+func (c *core[K, V]) check(ctx context.Context) error {
+	if c.closed {
+		return fmt.Errorf("checkpoint %s: %w", c.be.name(), ErrClosed)
+	}
+	return ctx.Err()
+}
+
+func (c *core[K, V]) load(ctx context.Context) (Snapshot[K, V], error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.check(ctx); err != nil {
+		return Snapshot[K, V]{}, err
+	}
+	return c.loadLocked()
+}
+
+func (c *core[K, V]) loadLocked() (Snapshot[K, V], error) {
+	data, err := c.be.read()
+	if errors.Is(err, fs.ErrNotExist) {
+		c.state, c.bad, c.exists, c.seq = stateGood, nil, false, 0
+		c.ents = newEntries[K](0)
+		return Snapshot[K, V]{Entries: map[K]V{}}, pathError("load", c.be.name(), ErrNotExist)
+	}
+	if err != nil {
+		c.state, c.bad = stateBad, err
+		return Snapshot[K, V]{}, pathError("load", c.be.name(), err)
+	}
+	res, err := decode[K, V](data, &c.cfg, c.enc)
+	if err != nil {
+		c.state, c.bad = stateBad, err
+		return Snapshot[K, V]{}, pathError("load", c.be.name(), err)
+	}
+	if len(res.bad) > 0 {
+		berr := &BadEntriesError{Path: c.be.name(), Total: len(res.snap.Entries) + len(res.bad), Entries: res.bad}
+		c.state, c.bad = stateBad, berr
+		return res.snap, berr
+	}
+	c.state, c.bad, c.exists, c.seq = stateGood, nil, true, res.snap.Meta.Seq
+	c.ents = res.ents
+	return res.snap, nil
+}
+
+// writable makes sure the file on disk has been read, so that a file nobody
+// could read is never replaced (it may hold the only copy of the state).
+func (c *core[K, V]) writable() error {
+	if c.state == stateUnknown {
+		_, _ = c.loadLocked() // sets c.state, and c.bad on failure
+	}
+	if c.state == stateBad {
+		return pathError("save", c.be.name(), fmt.Errorf("%w: %w; move it aside with Quarantine first", ErrUnreadable, c.bad))
+	}
+	return nil
+}
+
+func (c *core[K, V]) nextMeta(m Meta) Meta {
+	m.Format = formatVersion
+	m.Schema = c.cfg.schema
+	m.Seq = c.seq + 1
+	m.SavedAt = c.cfg.now().UTC()
+	if m.BootID == "" {
+		m.BootID = c.bootID
+	}
+	return m
+}
+
+func (c *core[K, V]) save(ctx context.Context, s Snapshot[K, V]) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.check(ctx); err != nil {
+		return err
+	}
+	if err := c.writable(); err != nil {
+		return err
+	}
+	// Encode every entry into one block, then cut it into lines: one
+	// allocation for the lot, and lines that stay valid as the block grows.
+	var blob []byte
+	ends := make([]int, 0, len(s.Entries))
+	keys := make([]K, 0, len(s.Entries))
+	for k, v := range s.Entries {
+		var err error
+		if blob, err = c.enc.appendEntry(blob, k, v); err != nil {
+			return pathError("save", c.be.name(), err)
+		}
+		keys = append(keys, k)
+		ends = append(ends, len(blob))
+	}
+	ents := newEntries[K](len(keys))
+	start := 0
+	for i, k := range keys {
+		ents.add(k, blob[start:ends[i]:ends[i]])
+		start = ends[i]
+	}
+	meta := c.nextMeta(s.Meta)
+	c.out = appendFile(c.out[:0], meta, ents.raws)
+	if err := c.be.replace(c.out, c.exists); err != nil {
+		return err
+	}
+	c.ents, c.seq, c.exists = ents, meta.Seq, true
+	c.trimOut()
+	return nil
+}
+
+func (c *core[K, V]) commit(ctx context.Context, m Meta, changes []Change[K, V]) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.check(ctx); err != nil {
+		return err
+	}
+	if err := c.writable(); err != nil {
+		return err
+	}
+	// Encode the new lines before touching anything: an entry that cannot
+	// be encoded fails the commit with nothing changed.
+	var blob []byte
+	ends := make([]int, len(changes))
+	for i, ch := range changes {
+		if !ch.Delete {
+			var err error
+			if blob, err = c.enc.appendEntry(blob, ch.Key, ch.Value); err != nil {
+				return pathError("commit", c.be.name(), err)
+			}
+		}
+		ends[i] = len(blob)
+	}
+	c.undo = c.undo[:0]
+	start := 0
+	for i, ch := range changes {
+		if ch.Delete {
+			c.undo = c.ents.del(ch.Key, c.undo)
+		} else {
+			c.undo = c.ents.put(ch.Key, blob[start:ends[i]:ends[i]], c.undo)
+		}
+		start = ends[i]
+	}
+	meta := c.nextMeta(m)
+	c.out = appendFile(c.out[:0], meta, c.ents.raws)
+	if err := c.be.replace(c.out, c.exists); err != nil {
+		c.ents.undo(c.undo)
+		return err
+	}
+	c.seq, c.exists = meta.Seq, true
+	c.trimOut()
+	return nil
+}
+
+// trimOut lets a buffer that grew for a much bigger file go, so a checkpoint
+// that shrank does not pin its old size forever.
+func (c *core[K, V]) trimOut() {
+	if cap(c.out) > 1<<20 && cap(c.out) > 4*len(c.out) {
+		c.out = nil
+	}
+	clear(c.undo[:cap(c.undo)])
+}
+
+func (c *core[K, V]) quarantine(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.check(ctx); err != nil {
+		return "", err
+	}
+	dst, err := c.be.quarantine()
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", pathError("quarantine", c.be.name(), ErrNotExist)
+	}
+	if err != nil {
+		return "", err
+	}
+	// Nothing is on disk now, so the next save creates the file afresh.
+	c.state, c.bad, c.exists = stateGood, nil, false
+	c.ents = newEntries[K](0)
+	return dst, nil
+}
+
+func (c *core[K, V]) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	c.ents, c.out = entries[K]{}, nil
+	return c.be.close()
+}

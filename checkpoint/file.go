@@ -1,0 +1,317 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/phaseshift/phaseshift/internal/fsys"
+)
+
+// File is a checkpoint file on disk, owned by this File from Open to Close.
+//
+// All methods are safe for concurrent use; they run one at a time.
+type File[K comparable, V any] struct {
+	c    *core[K, V]
+	disk *disk
+}
+
+// Open opens the checkpoint at path, which need not exist yet.
+//
+// Open creates path's directory if it is missing (mode 0700), takes an
+// exclusive lock on path+".lock" for the life of the File, and then removes
+// temporary files that a save interrupted by a crash left next to path.
+// When another File holds the lock, in this process or another, Open waits
+// until ctx is done (or the WithLockWait bound elapses) and returns an error
+// matching ErrLocked that names the path and, when it can, the holder's PID.
+//
+// Open reads nothing: call Load.
+func Open[K comparable, V any](ctx context.Context, path string, opts ...Option) (*File[K, V], error) {
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if path == "" {
+		return nil, errors.New("checkpoint: the path is empty: give the file to keep the checkpoint in, e.g. /var/run/mydaemon/state.json")
+	}
+	path = filepath.Clean(path)
+	var bootID string
+	if cfg.bootID != nil {
+		if bootID, err = cfg.bootID(); err != nil {
+			return nil, fmt.Errorf("checkpoint %s: boot ID: %w", path, err)
+		}
+	}
+	d := &disk{
+		fs:      fsys.From(ctx),
+		path:    path,
+		dir:     filepath.Dir(path),
+		prev:    path + ".prev",
+		prevTmp: filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".prev-tmp"),
+		lock:    path + ".lock",
+		mode:    cfg.mode,
+		now:     cfg.now,
+	}
+	if err := d.fs.MkdirAll(d.dir, 0o700); err != nil {
+		return nil, pathError("open: create directory", d.dir, err)
+	}
+	if err := d.acquire(ctx, cfg.lockWait); err != nil {
+		return nil, err
+	}
+	if n, err := d.removeLeftovers(); err != nil {
+		d.release()
+		return nil, pathError("open: remove leftover temporary files", d.dir, err)
+	} else if n > 0 {
+		cfg.logger.Info("removed temporary files left by an interrupted save", zap.String("path", path), zap.Int("count", n))
+	}
+	return &File[K, V]{c: newCore[K, V](cfg, d, bootID), disk: d}, nil
+}
+
+// Path returns the checkpoint's path.
+func (f *File[K, V]) Path() string { return f.disk.path }
+
+// BootID returns the boot ID this File stamps into saved files, or "" when
+// it was opened without WithBootID.
+func (f *File[K, V]) BootID() string { return f.c.bootID }
+
+// Load reads and checks the checkpoint and returns it.
+//
+// A missing file gives ErrNotExist (and an empty Snapshot). A file that is
+// not intact gives ErrCorrupt, one written by a newer binary ErrNewerSchema,
+// one too old to upgrade ErrOlderSchema; an older schema with a registered
+// upgrade chain is upgraded entry by entry. When the file is intact but some
+// entries cannot be decoded, Load returns the others together with a
+// *BadEntriesError (errors.Is ErrBadEntry). After any failure other than
+// ErrNotExist, Save and Commit refuse to replace the file until Quarantine
+// has moved it aside.
+func (f *File[K, V]) Load(ctx context.Context) (Snapshot[K, V], error) {
+	return f.c.load(ctx)
+}
+
+// Save replaces the checkpoint with s, durably: it returns nil only once the
+// new file and its directory entry are on stable storage. It sets
+// s.Meta's Format, Schema, Seq and SavedAt (and BootID, if empty and the
+// File has one); Phase and Writer are the caller's.
+//
+// The write protocol: the previous file is hard-linked as path+".prev"; the
+// new content goes to a temporary file in the same directory, which is
+// written, fsynced and closed, then renamed over path; then the directory is
+// fsynced. A crash at any instant leaves either the previous or the new
+// checkpoint at path, never a torn one. Each step that fails is named in
+// the error, and path still holds the previous checkpoint.
+//
+// Save refuses (ErrUnreadable) to replace a file that could not be read;
+// it reads the file first if nothing has yet.
+func (f *File[K, V]) Save(ctx context.Context, s Snapshot[K, V]) error {
+	return f.c.save(ctx, s)
+}
+
+// Commit saves the checkpoint as it was last loaded or saved, with changes
+// applied in order; it writes the same file Save would, with the same
+// guarantees, but encodes only the changed entries. If the write fails,
+// neither the file nor what Commit applies to next changes.
+func (f *File[K, V]) Commit(ctx context.Context, m Meta, changes []Change[K, V]) error {
+	return f.c.commit(ctx, m, changes)
+}
+
+// Quarantine moves the checkpoint aside to path+".corrupt-<UTC time>" for
+// inspection and returns the new name. Afterwards there is no checkpoint
+// and Save may create one. It returns ErrNotExist if there is no file.
+func (f *File[K, V]) Quarantine(ctx context.Context) (string, error) {
+	return f.c.quarantine(ctx)
+}
+
+// Close releases the lock. It is idempotent: later calls return nil. Other
+// methods return ErrClosed after Close.
+func (f *File[K, V]) Close() error {
+	return f.c.close()
+}
+
+// disk is the backend of File.
+type disk struct {
+	fs      fsys.FS
+	path    string
+	dir     string
+	prev    string
+	prevTmp string
+	lock    string
+	mode    fs.FileMode
+	now     func() time.Time
+	unlock  func() error
+}
+
+func (d *disk) name() string { return d.path }
+
+func (d *disk) acquire(ctx context.Context, wait time.Duration) error {
+	var deadline <-chan time.Time
+	if wait >= 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		deadline = t.C
+	}
+	// flock has no timeout and cannot be interrupted by a context, so poll
+	// with a non-blocking lock, backing off to 50ms between tries.
+	backoff := time.Millisecond
+	for {
+		unlock, err := d.fs.TryLock(d.lock, d.mode)
+		if err == nil {
+			d.unlock = unlock
+			return nil
+		}
+		if !errors.Is(err, fsys.ErrWouldBlock) {
+			return pathError("open: lock", d.lock, err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return d.lockedError(ctx.Err())
+		case <-deadline:
+			t.Stop()
+			return d.lockedError(nil)
+		}
+		if wait == 0 {
+			return d.lockedError(nil)
+		}
+		backoff = min(2*backoff, 50*time.Millisecond)
+	}
+}
+
+func (d *disk) lockedError(cause error) error {
+	holder := ""
+	if pid := fsys.LockHolder(d.fs, d.lock); pid != "" {
+		holder = " by process " + pid
+	}
+	msg := fmt.Errorf("%w%s (lock file %s): another instance owns this checkpoint; stop it or wait for it to exit", ErrLocked, holder, d.lock)
+	if cause != nil {
+		msg = fmt.Errorf("%w (gave up: %w)", msg, cause)
+	}
+	return pathError("open", d.path, msg)
+}
+
+func (d *disk) release() {
+	if d.unlock != nil {
+		_ = d.unlock()
+		d.unlock = nil
+	}
+}
+
+// removeLeftovers removes the temporary files of saves that a crash cut
+// short. Holding the lock, nobody else can be writing them.
+func (d *disk) removeLeftovers() (int, error) {
+	names, err := d.fs.ReadDirNames(d.dir)
+	if err != nil {
+		return 0, err
+	}
+	base, n := filepath.Base(d.path), 0
+	for _, name := range names {
+		if fsys.IsTemp(name, base) || name == filepath.Base(d.prevTmp) {
+			if err := d.fs.Remove(filepath.Join(d.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (d *disk) read() ([]byte, error) { return d.fs.ReadFile(d.path) }
+
+func (d *disk) replace(data []byte, keepPrev bool) error {
+	fail := func(step string, err error) error { return pathError("save: "+step, d.path, err) }
+	if keepPrev {
+		// A hard link keeps the previous file without ever leaving path
+		// empty, and rename makes the new .prev appear atomically.
+		if err := d.fs.Remove(d.prevTmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fail("keep previous", err)
+		}
+		if err := d.fs.Link(d.path, d.prevTmp); err != nil {
+			return fail("keep previous", err)
+		}
+		if err := d.fs.Rename(d.prevTmp, d.prev); err != nil {
+			_ = d.fs.Remove(d.prevTmp)
+			return fail("keep previous", err)
+		}
+	}
+	f, err := d.fs.CreateTemp(d.dir, d.path, d.mode)
+	if err != nil {
+		return fail("create temporary file", err)
+	}
+	cleanup := func() { _ = f.Close(); _ = d.fs.Remove(f.Name()) }
+	n, err := f.Write(data)
+	if err == nil && n < len(data) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		cleanup()
+		return fail("write", err)
+	}
+	// fsync before rename, or the rename can reach the disk before the
+	// data and a crash leaves an empty file (renameio quotes Ts'o on this:
+	// "a zero-length file is a valid and possible outcome after the
+	// rename" without it).
+	if err := f.Sync(); err != nil {
+		cleanup()
+		return fail("fsync", err)
+	}
+	if err := f.Close(); err != nil {
+		_ = d.fs.Remove(f.Name())
+		return fail("close", err)
+	}
+	if err := d.fs.Rename(f.Name(), d.path); err != nil {
+		_ = d.fs.Remove(f.Name())
+		return fail("rename", err)
+	}
+	// The rename is atomic but not durable until the directory is
+	// synced: a power cut could bring the old entry back. renameio stops
+	// before this step; raft's file snapshot store and etcd take it.
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		return fail("fsync directory", err)
+	}
+	return nil
+}
+
+func (d *disk) quarantine() (string, error) {
+	base := d.path + ".corrupt-" + d.now().UTC().Format("20060102T150405.000000000Z")
+	dst := base
+	// Link, unlike rename, fails instead of replacing an earlier
+	// quarantined file that happens to have the same name.
+	for i := 1; ; i++ {
+		err := d.fs.Link(d.path, dst)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		if !errors.Is(err, fs.ErrExist) || i > 100 {
+			return "", pathError("quarantine: link", d.path, err)
+		}
+		dst = fmt.Sprintf("%s-%d", base, i)
+	}
+	if err := d.fs.Remove(d.path); err != nil {
+		return "", pathError("quarantine: remove", d.path, err)
+	}
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		return "", pathError("quarantine: fsync directory", d.dir, err)
+	}
+	return dst, nil
+}
+
+func (d *disk) close() error {
+	if d.unlock == nil {
+		return nil
+	}
+	err := d.unlock()
+	d.unlock = nil
+	if err != nil {
+		return pathError("close: unlock", d.lock, err)
+	}
+	return nil
+}

@@ -1,0 +1,63 @@
+package checkpoint_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/phaseshift/phaseshift/checkpoint"
+)
+
+// FuzzLoad feeds arbitrary bytes to Load: it must never panic, and must
+// either load or fail with one of the documented sentinels. What loads must
+// survive a save and load unchanged. The seeds include intact files, so the
+// fuzzer starts from inputs that pass the checksum.
+func FuzzLoad(f *testing.F) {
+	ctx := context.Background()
+	seed := checkpoint.NewMemory[podKey, alloc]()
+	_ = seed.Save(ctx, checkpoint.Snapshot[podKey, alloc]{Meta: checkpoint.Meta{Phase: "expand", Writer: "fuzz"}, Entries: map[podKey]alloc{
+		key("a"): {IP: netip.MustParseAddr("10.0.0.2"), Since: time.Unix(0, 1).UTC()},
+		key("b"): {IP: netip.MustParseAddr("fd00::1")},
+	}})
+	f.Add(seed.Bytes())
+	_ = seed.Save(ctx, checkpoint.Snapshot[podKey, alloc]{})
+	f.Add(seed.Bytes())
+	f.Add([]byte{})
+	f.Add([]byte("{}"))
+	f.Add([]byte("{\n  \"format\": 1,\n" + strings.Repeat(" ", 80)))
+	body := "{\n  \"format\": 1,\n  \"schema\": 1,\n  \"phase\": \"\",\n  \"writer\": \"\",\n  \"bootID\": \"\",\n  \"seq\": 1,\n  \"savedAt\": \"0001-01-01T00:00:00Z\",\n  \"entries\": [\n    {\"key\":{\"network\":1},\"value\":{}}\n  ],\n"
+	f.Add([]byte(body + sealFor(body)))
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m := checkpoint.NewMemory[podKey, alloc]()
+		m.SetBytes(data)
+		s, err := m.Load(ctx)
+		if err != nil {
+			for _, sentinel := range []error{checkpoint.ErrCorrupt, checkpoint.ErrNewerSchema, checkpoint.ErrOlderSchema, checkpoint.ErrBadEntry} {
+				if errors.Is(err, sentinel) {
+					return
+				}
+			}
+			t.Fatalf("Load returned an error that matches no sentinel: %v", err)
+		}
+		if err := m.Save(ctx, s); err != nil {
+			t.Fatalf("a loaded snapshot does not save: %v", err)
+		}
+		again, err := m.Load(ctx)
+		if err != nil {
+			t.Fatalf("a saved snapshot does not load: %v", err)
+		}
+		if len(again.Entries) != len(s.Entries) {
+			t.Fatalf("round trip changed the entry count: %d != %d", len(again.Entries), len(s.Entries))
+		}
+		for k, v := range s.Entries {
+			w, ok := again.Entries[k]
+			if !ok || w.IP != v.IP || !w.Since.Equal(v.Since) {
+				t.Fatalf("round trip changed entry %v", k)
+			}
+		}
+	})
+}

@@ -1,0 +1,225 @@
+// Package fsys is the file-system seam under package checkpoint: every
+// operation a checkpoint file makes goes through an [FS], so that tests in
+// this module can put a fault-injecting or power-cut-recording file system
+// under a real checkpoint.File.
+//
+// Production code gets [OS]. A test selects another FS by putting it into
+// the context passed to checkpoint.Open with [With]; nothing in the public
+// API of the module exposes the seam (like renameio's and raft's unexported
+// test hooks).
+//
+// # Caveats
+//
+// The seam is as narrow as the checkpoint's write protocol needs, not a
+// general file-system abstraction: whole-file reads, temporary files
+// created next to their target, rename, link, remove, directory fsync and
+// an advisory lock.
+package fsys
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+
+	"github.com/google/renameio/v2"
+	"golang.org/x/sys/unix"
+)
+
+// ErrWouldBlock is returned by [FS.TryLock] when another open file
+// description holds the lock.
+var ErrWouldBlock = errors.New("lock is held")
+
+// File is a file being written.
+type File interface {
+	Name() string
+	Write(p []byte) (int, error)
+	Sync() error
+	Close() error
+}
+
+// FS is what a checkpoint file needs from the file system.
+type FS interface {
+	// MkdirAll creates dir and its parents with perm where missing.
+	MkdirAll(dir string, perm fs.FileMode) error
+	// ReadFile reads a whole file without following a symlink at name.
+	ReadFile(name string) ([]byte, error)
+	// CreateTemp creates a new file in dir, named after target with a
+	// random suffix, with permissions exactly perm.
+	CreateTemp(dir, target string, perm fs.FileMode) (File, error)
+	// Rename atomically replaces newpath with oldpath.
+	Rename(oldpath, newpath string) error
+	// Link makes newname a hard link to oldname (not following symlinks).
+	Link(oldname, newname string) error
+	// Remove removes a file.
+	Remove(name string) error
+	// ReadDirNames lists the names in dir.
+	ReadDirNames(dir string) ([]string, error)
+	// SyncDir makes dir's entries durable (fsync of the directory).
+	SyncDir(dir string) error
+	// TryLock takes an exclusive advisory lock on name, creating it with
+	// perm, without waiting; it returns ErrWouldBlock when the lock is
+	// held. The lock lasts until unlock is called or the process dies.
+	TryLock(name string, perm fs.FileMode) (unlock func() error, err error)
+}
+
+type ctxKey struct{}
+
+// With returns a context that makes checkpoint.Open use fsys instead of
+// [OS]. Only tests in this module use it.
+func With(ctx context.Context, fsys FS) context.Context {
+	return context.WithValue(ctx, ctxKey{}, fsys)
+}
+
+// From returns the FS carried by ctx, or [OS] if there is none.
+func From(ctx context.Context) FS {
+	if f, ok := ctx.Value(ctxKey{}).(FS); ok && f != nil {
+		return f
+	}
+	return OS{}
+}
+
+// OS is the real file system.
+type OS struct{}
+
+var _ FS = OS{}
+
+// MkdirAll calls os.MkdirAll.
+func (OS) MkdirAll(dir string, perm fs.FileMode) error { return os.MkdirAll(dir, perm) }
+
+// ReadFile opens name with O_NOFOLLOW, so that a symlink planted where the
+// checkpoint should be is an error (ELOOP) rather than a redirection.
+func (OS) ReadFile(name string) ([]byte, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: refusing to follow a symlink", err)}
+		}
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("not a regular file (mode %v)", fi.Mode())}
+	}
+	// Size the buffer from Stat so that a large checkpoint is read with one
+	// allocation; ReadFrom still copes if the file grew meanwhile.
+	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+bytes.MinRead))
+	if _, err := buf.ReadFrom(f); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// CreateTemp creates the file with renameio, which names it
+// "."+base(target)+random in dir and sets its permissions exactly.
+func (OS) CreateTemp(dir, target string, perm fs.FileMode) (File, error) {
+	pf, err := renameio.NewPendingFile(target, renameio.WithTempDir(dir), renameio.WithStaticPermissions(perm))
+	if err != nil {
+		return nil, err
+	}
+	// The embedded *os.File does the writing; the checkpoint runs the
+	// fsync-close-rename steps itself so that each can fail on its own and
+	// so that it can fsync the directory afterwards, which renameio leaves
+	// to the caller.
+	return pf.File, nil
+}
+
+// IsTemp reports whether name (a base name) is a temporary file that
+// CreateTemp made for target's base name.
+func IsTemp(name, targetBase string) bool {
+	prefix := "." + targetBase
+	if len(name) <= len(prefix) || name[:len(prefix)] != prefix {
+		return false
+	}
+	_, err := strconv.ParseUint(name[len(prefix):], 10, 63)
+	return err == nil
+}
+
+// Rename calls os.Rename, which does not follow a symlink at newpath: it
+// replaces the link itself.
+func (OS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
+
+// Link calls os.Link (linkat without AT_SYMLINK_FOLLOW).
+func (OS) Link(oldname, newname string) error { return os.Link(oldname, newname) }
+
+// Remove calls os.Remove.
+func (OS) Remove(name string) error { return os.Remove(name) }
+
+// ReadDirNames lists dir.
+func (OS) ReadDirNames(dir string) ([]string, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.Readdirnames(-1)
+}
+
+// SyncDir fsyncs dir. After a rename, the new directory entry is durable only
+// once the directory itself is synced (rename(2) and fsync(2); raft's file
+// snapshot store and etcd's fileutil do the same; renameio does not).
+func (OS) SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return err
+	}
+	return d.Close()
+}
+
+// TryLock takes flock(LOCK_EX|LOCK_NB) on name. flock locks belong to the
+// open file description, so a second TryLock in the same process conflicts
+// too, and the kernel drops the lock when the process dies, even by SIGKILL.
+// The holder's PID is written into the file for the error message of the
+// next one to try.
+func (OS) TryLock(name string, perm fs.FileMode) (func() error, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, ErrWouldBlock
+		}
+		return nil, &fs.PathError{Op: "flock", Path: name, Err: err}
+	}
+	// Best effort: the PID only decorates the error another process sees.
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f.Close, nil
+}
+
+// LockHolder returns the PID written into a lock file by TryLock, or "" if
+// it cannot be read.
+func LockHolder(fsys FS, name string) string {
+	b, err := fsys.ReadFile(name)
+	if err != nil || len(b) == 0 || len(b) > 32 {
+		return ""
+	}
+	s := string(b)
+	if s[len(s)-1] == '\n' {
+		s = s[:len(s)-1]
+	}
+	if _, err := strconv.Atoi(s); err != nil {
+		return ""
+	}
+	return s
+}

@@ -1,0 +1,226 @@
+// Package fsystest provides a fault-injecting fsys.FS for tests in this
+// module: a real file system underneath, with chosen operations failing on
+// demand.
+//
+// # Caveats
+//
+// Faults are matched by operation name and, optionally, by path; they do
+// not model what a real failing disk leaves behind (see package
+// internal/robustness for power cuts).
+package fsystest
+
+import (
+	"io/fs"
+	"path/filepath"
+	"sync"
+
+	"github.com/phaseshift/phaseshift/internal/fsys"
+)
+
+// The operations a Faulty can fail. Write, Fsync and Close are calls on a
+// temporary file; the path they match is the checkpoint's (the target),
+// not the temporary name.
+const (
+	OpMkdir    = "mkdir"
+	OpRead     = "read"
+	OpCreate   = "create"
+	OpWrite    = "write"
+	OpFsync    = "fsync"
+	OpClose    = "close"
+	OpRename   = "rename" // path: the new name
+	OpLink     = "link"   // path: the new name
+	OpRemove   = "remove"
+	OpReadDir  = "readdir"
+	OpSyncDir  = "syncdir"
+	OpLock     = "lock"
+	ShortWrite = "short-write" // a Write that stores half and reports no error
+)
+
+type rule struct {
+	op    string
+	path  string // "" matches any path
+	err   error
+	times int // how many more calls fail; < 0 for ever
+}
+
+// Faulty is an fsys.FS that passes every call to FS unless a fault set with
+// Fail matches it. The zero value uses the real file system. All methods are
+// safe for concurrent use.
+type Faulty struct {
+	FS fsys.FS // the file system underneath; nil means fsys.OS
+
+	mu    sync.Mutex // guards rules and calls
+	rules []rule
+	calls map[string]int
+}
+
+var _ fsys.FS = (*Faulty)(nil)
+
+// Fail makes the next times calls of op on path fail with err (times < 0:
+// every call; path "" matches every path). For ShortWrite, err is ignored:
+// the write stores half of its bytes and reports success with a short count.
+func (f *Faulty) Fail(op, path string, err error, times int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if path != "" {
+		path = filepath.Clean(path)
+	}
+	f.rules = append(f.rules, rule{op: op, path: path, err: err, times: times})
+}
+
+// Clear removes every fault.
+func (f *Faulty) Clear() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = nil
+}
+
+// Calls returns how many times op was called, failed or not.
+func (f *Faulty) Calls(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[op]
+}
+
+func (f *Faulty) under() fsys.FS {
+	if f.FS == nil {
+		return fsys.OS{}
+	}
+	return f.FS
+}
+
+// fault counts a call and returns the error to inject, if any.
+func (f *Faulty) fault(op, path string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls == nil {
+		f.calls = make(map[string]int)
+	}
+	f.calls[op]++
+	for i := range f.rules {
+		r := &f.rules[i]
+		if r.op != op || r.times == 0 || (r.path != "" && r.path != filepath.Clean(path)) {
+			continue
+		}
+		if r.times > 0 {
+			r.times--
+		}
+		if r.err == nil {
+			return fs.ErrInvalid
+		}
+		return r.err
+	}
+	return nil
+}
+
+func (f *Faulty) shortWrite(path string) bool {
+	return f.fault(ShortWrite, path) != nil
+}
+
+// MkdirAll implements fsys.FS.
+func (f *Faulty) MkdirAll(dir string, perm fs.FileMode) error {
+	if err := f.fault(OpMkdir, dir); err != nil {
+		return err
+	}
+	return f.under().MkdirAll(dir, perm)
+}
+
+// ReadFile implements fsys.FS.
+func (f *Faulty) ReadFile(name string) ([]byte, error) {
+	if err := f.fault(OpRead, name); err != nil {
+		return nil, err
+	}
+	return f.under().ReadFile(name)
+}
+
+// CreateTemp implements fsys.FS.
+func (f *Faulty) CreateTemp(dir, target string, perm fs.FileMode) (fsys.File, error) {
+	if err := f.fault(OpCreate, target); err != nil {
+		return nil, err
+	}
+	file, err := f.under().CreateTemp(dir, target, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &faultyFile{File: file, f: f, target: target}, nil
+}
+
+// Rename implements fsys.FS.
+func (f *Faulty) Rename(oldpath, newpath string) error {
+	if err := f.fault(OpRename, newpath); err != nil {
+		return err
+	}
+	return f.under().Rename(oldpath, newpath)
+}
+
+// Link implements fsys.FS.
+func (f *Faulty) Link(oldname, newname string) error {
+	if err := f.fault(OpLink, newname); err != nil {
+		return err
+	}
+	return f.under().Link(oldname, newname)
+}
+
+// Remove implements fsys.FS.
+func (f *Faulty) Remove(name string) error {
+	if err := f.fault(OpRemove, name); err != nil {
+		return err
+	}
+	return f.under().Remove(name)
+}
+
+// ReadDirNames implements fsys.FS.
+func (f *Faulty) ReadDirNames(dir string) ([]string, error) {
+	if err := f.fault(OpReadDir, dir); err != nil {
+		return nil, err
+	}
+	return f.under().ReadDirNames(dir)
+}
+
+// SyncDir implements fsys.FS.
+func (f *Faulty) SyncDir(dir string) error {
+	if err := f.fault(OpSyncDir, dir); err != nil {
+		return err
+	}
+	return f.under().SyncDir(dir)
+}
+
+// TryLock implements fsys.FS.
+func (f *Faulty) TryLock(name string, perm fs.FileMode) (func() error, error) {
+	if err := f.fault(OpLock, name); err != nil {
+		return nil, err
+	}
+	return f.under().TryLock(name, perm)
+}
+
+type faultyFile struct {
+	fsys.File
+	f      *Faulty
+	target string
+}
+
+func (ff *faultyFile) Write(p []byte) (int, error) {
+	if err := ff.f.fault(OpWrite, ff.target); err != nil {
+		return 0, err
+	}
+	if ff.f.shortWrite(ff.target) {
+		n, err := ff.File.Write(p[:len(p)/2])
+		return n, err
+	}
+	return ff.File.Write(p)
+}
+
+func (ff *faultyFile) Sync() error {
+	if err := ff.f.fault(OpFsync, ff.target); err != nil {
+		return err
+	}
+	return ff.File.Sync()
+}
+
+func (ff *faultyFile) Close() error {
+	if err := ff.f.fault(OpClose, ff.target); err != nil {
+		_ = ff.File.Close() // do not leak the descriptor
+		return err
+	}
+	return ff.File.Close()
+}
