@@ -1,0 +1,114 @@
+// Package cri lists the ready pod sandboxes of a container runtime over the
+// Kubernetes Container Runtime Interface (CRI v1), as a legacy source for a
+// node daemon, such as an IPAM daemon, that learned its state from the
+// runtime before it kept a checkpoint file.
+//
+// # Pointing it at the runtime
+//
+// [Dial] takes the runtime's CRI socket, as a unix:// endpoint or a plain
+// absolute path, the same value as the kubelet's --container-runtime-endpoint:
+//
+//	containerd: unix:///run/containerd/containerd.sock
+//	CRI-O:      unix:///var/run/crio/crio.sock
+//
+// A daemon running in a pod needs the socket's directory mounted from the
+// host (a hostPath volume of the directory, not of the socket file: a
+// hostPath mount of a socket that does not exist yet creates a directory in
+// its place) and permission to read and write the socket, which usually
+// means running as root.
+//
+// Dial does no I/O, so a daemon may start before the runtime does. Each
+// call checks the socket, connects if need be, and on the first successful
+// contact asks the runtime for its version ([Lister.Runtime]).
+//
+// [Lister.Sandboxes] returns the ready sandboxes with their pod identity and
+// IPs; [Reader] turns them into a source.Reader of the daemon's own keys and
+// values for package migrate.
+//
+// # Errors and what to do about them
+//
+// Errors are matched with errors.Is against this package's sentinels and
+// still wrap the gRPC status (status.Code works on them) or OS error beneath.
+// Every message names the socket or the endpoint.
+//
+//   - [ErrSocketMissing]: nothing at the socket path, or not a socket. The
+//     runtime is not running or listens elsewhere; check the endpoint and
+//     the hostPath mount, and start the runtime (systemctl status
+//     containerd, or crio).
+//   - [ErrRuntimeNotResponding]: the socket exists but nothing answers on
+//     it. "connection refused" means a stale socket file from a runtime that
+//     stopped or crashed: restart the runtime. "permission denied" means the
+//     daemon cannot use the socket: run it as root or fix the socket's mode.
+//   - [ErrTimeout]: the runtime accepted the call but did not answer within
+//     the [Timeout] (5s by default) or the caller's deadline. The runtime is
+//     overloaded or hung; crictl pods against the same endpoint shows which.
+//     It also matches ErrRuntimeNotResponding.
+//   - [ErrUnsupportedAPI]: the runtime does not serve CRI v1. The message
+//     names it when it says what it is (containerd before 1.6 may serve
+//     only v1alpha2). Upgrade to containerd 1.6 or later, or CRI-O 1.26 or
+//     later, the releases Kubernetes 1.26 requires.
+//   - [ErrResponseTooLarge]: the sandbox list is larger than
+//     [MaxReceiveSize]; raise it.
+//   - [ErrInvalidEndpoint], [ErrInvalidOption]: from Dial, a configuration
+//     mistake.
+//   - [ErrClosed]: the Lister was closed.
+//
+// A failure that concerns one sandbox does not fail the listing: Sandboxes
+// returns the other sandboxes with a *source.ListError holding one
+// [*SandboxError] per sandbox left out, naming its ID and pod (look at it
+// with crictl inspectp <ID>). [ErrInvalidIP] and [ErrNoStatus] are such
+// failures, as is a status call that fails or times out for that sandbox
+// alone. A runtime that stops answering part way through (its socket gone,
+// the connection refused, or 8 status calls in a row timed out) fails the
+// whole listing instead, since the sandboxes not yet read are unknown in
+// number.
+//
+// # Limits and defaults
+//
+// The receive limit is 16 MiB ([DefaultMaxReceiveSize]), the kubelet's,
+// rather than gRPC's 4 MiB: ListPodSandbox returns every sandbox's labels
+// and annotations in one message, and a node with a few thousand pods, each
+// with a kilobyte of annotations, exceeds 4 MiB. Status calls run at most 8
+// at a time, so that thousands of sandboxes do not open thousands of
+// streams on the runtime at once.
+//
+// Host-network sandboxes are left out unless [IncludeHostNetwork] is given:
+// they share the node's network namespace and hold no pod IP of their own,
+// so there is no allocation to restore for them, and any address a runtime
+// reports for them belongs to the node, which an IPAM daemon must never take
+// as its own.
+//
+// Sandboxes that are not ready (stopped, or failed to start) are left out
+// too: their network has been, or is being, torn down by a CNI DEL.
+//
+// # Caveats
+//
+// CRI does not record the CNI network name or interface name a sandbox was
+// set up with, only its IPs. The CNI spec keys IPAM state by (network name,
+// container ID, interface name), so entries learned from CRI need
+// placeholders for the two missing parts, and lookups with the real key
+// must still find them by container ID. The AWS VPC CNI uses network
+// "_migrated-from-cri" and interface "unknown" (amazon-vpc-cni-k8s #1123);
+// migrate.Config.Match is where a daemon says that such keys match.
+//
+// A listing is a point-in-time view. A pod created or deleted while it runs
+// may or may not be in it; a sandbox deleted between the list and its status
+// call is left out without error. A daemon that restores from CRI must
+// itself be ready to see CNI ADD and DEL calls for sandboxes it has not yet
+// learned of.
+//
+// Only the pod's primary network and the additional IPs the runtime
+// reports are seen: a sandbox with several interfaces (Multus) reports only
+// the addresses its runtime chose to report.
+//
+// Only CRI v1 is spoken, and only over a local unix socket. The v1alpha2
+// API is asked for nothing but the runtime's name, to say what to upgrade.
+//
+// The runtime is never written: the Reader does not implement
+// source.Writer, because the runtime learns of a sandbox by creating it.
+//
+// # Testing
+//
+// Package [github.com/phaseshift/phaseshift/source/cri/critest] runs a fake
+// CRI runtime in process, on a unix socket, for tests and demos.
+package cri
