@@ -389,6 +389,9 @@ type decodeResult[K comparable, V any] struct {
 func decode[K comparable, V any](data []byte, cfg *config, enc *encoder) (decodeResult[K, V], error) {
 	var r decodeResult[K, V]
 	p, err := parse(data)
+	// The header is worth returning even when the entries are not: a
+	// reader that meets a newer file still learns who wrote it.
+	r.snap.Meta = p.meta
 	if err != nil {
 		return r, err
 	}

@@ -86,7 +86,7 @@ func (c *core[K, V]) loadLocked() (Snapshot[K, V], error) {
 	res, err := decode[K, V](data, &c.cfg, c.enc)
 	if err != nil {
 		c.state, c.bad = stateBad, err
-		return Snapshot[K, V]{}, pathError("load", c.be.name(), err)
+		return Snapshot[K, V]{Meta: res.snap.Meta}, pathError("load", c.be.name(), err)
 	}
 	if len(res.bad) > 0 {
 		berr := &BadEntriesError{Path: c.be.name(), Total: len(res.snap.Entries) + len(res.bad), Entries: res.bad}

@@ -86,7 +86,9 @@ func (f *File[K, V]) BootID() string { return f.c.bootID }
 // one too old to upgrade ErrOlderSchema; an older schema with a registered
 // upgrade chain is upgraded entry by entry. When the file is intact but some
 // entries cannot be decoded, Load returns the others together with a
-// *BadEntriesError (errors.Is ErrBadEntry). After any failure other than
+// *BadEntriesError (errors.Is ErrBadEntry). With ErrNewerSchema, the
+// Snapshot's Meta still describes the file (its phase, writer and schema),
+// so a caller can tell who wrote it. After any failure other than
 // ErrNotExist, Save and Commit refuse to replace the file until Quarantine
 // has moved it aside.
 func (f *File[K, V]) Load(ctx context.Context) (Snapshot[K, V], error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"sync"
 )
 
 // Memory is a checkpoint held in memory, for tests. It keeps the contract of
@@ -32,6 +33,22 @@ func NewMemory[K comparable, V any](opts ...Option) *Memory[K, V] {
 	}
 	mem := &memBackend{}
 	return &Memory[K, V]{c: newCore[K, V](cfg, mem, bootID), mem: mem, err: err}
+}
+
+// Reopen returns a new handle on the same in-memory file, as a restarted
+// process would open it again: the bytes, the injected faults and the
+// counters are shared, but nothing the old handle learned by reading is.
+// Model a crash by dropping the old handle without Close, a clean restart by
+// closing it first. Memory takes no lock, so it does not stop two handles
+// from writing.
+func (m *Memory[K, V]) Reopen() *Memory[K, V] {
+	return &Memory[K, V]{c: newCore[K, V](m.c.cfg, m.mem, m.c.bootID), mem: m.mem, err: m.err}
+}
+
+// ReopenWithBootID is Reopen after a reboot: the new handle stamps saves
+// with bootID.
+func (m *Memory[K, V]) ReopenWithBootID(bootID string) *Memory[K, V] {
+	return &Memory[K, V]{c: newCore[K, V](m.c.cfg, m.mem, bootID), mem: m.mem, err: m.err}
 }
 
 // Load is File.Load.
@@ -77,6 +94,8 @@ func (m *Memory[K, V]) BootID() string { return m.c.bootID }
 func (m *Memory[K, V]) FailSaves(n int, err error) {
 	m.c.mu.Lock()
 	defer m.c.mu.Unlock()
+	m.mem.mu.Lock()
+	defer m.mem.mu.Unlock()
 	m.mem.failN, m.mem.failErr = n, err
 }
 
@@ -84,6 +103,8 @@ func (m *Memory[K, V]) FailSaves(n int, err error) {
 func (m *Memory[K, V]) Saves() int {
 	m.c.mu.Lock()
 	defer m.c.mu.Unlock()
+	m.mem.mu.Lock()
+	defer m.mem.mu.Unlock()
 	return m.mem.saves
 }
 
@@ -91,6 +112,8 @@ func (m *Memory[K, V]) Saves() int {
 func (m *Memory[K, V]) Bytes() []byte {
 	m.c.mu.Lock()
 	defer m.c.mu.Unlock()
+	m.mem.mu.Lock()
+	defer m.mem.mu.Unlock()
 	return bytes.Clone(m.mem.data)
 }
 
@@ -99,6 +122,8 @@ func (m *Memory[K, V]) Bytes() []byte {
 func (m *Memory[K, V]) SetBytes(data []byte) {
 	m.c.mu.Lock()
 	defer m.c.mu.Unlock()
+	m.mem.mu.Lock()
+	defer m.mem.mu.Unlock()
 	m.mem.data = bytes.Clone(data)
 	m.mem.exists = data != nil
 	m.c.state = stateUnknown
@@ -111,6 +136,8 @@ func (m *Memory[K, V]) Remove() { m.SetBytes(nil) }
 func (m *Memory[K, V]) Corrupt() {
 	m.c.mu.Lock()
 	defer m.c.mu.Unlock()
+	m.mem.mu.Lock()
+	defer m.mem.mu.Unlock()
 	if len(m.mem.data) == 0 {
 		m.mem.data, m.mem.exists = []byte("not a checkpoint\n"), true
 	} else {
@@ -124,6 +151,8 @@ func (m *Memory[K, V]) Corrupt() {
 func (m *Memory[K, V]) Tear() {
 	m.c.mu.Lock()
 	defer m.c.mu.Unlock()
+	m.mem.mu.Lock()
+	defer m.mem.mu.Unlock()
 	m.mem.data = m.mem.data[:len(m.mem.data)/2]
 	m.mem.exists = true
 	m.c.state = stateUnknown
@@ -136,6 +165,8 @@ func (m *Memory[K, V]) Tear() {
 func (m *Memory[K, V]) SetSchema(schema int) error {
 	m.c.mu.Lock()
 	defer m.c.mu.Unlock()
+	m.mem.mu.Lock()
+	defer m.mem.mu.Unlock()
 	p, err := parse(m.mem.data)
 	if err != nil {
 		return err
@@ -151,6 +182,8 @@ func (m *Memory[K, V]) SetSchema(schema int) error {
 func (m *Memory[K, V]) Quarantined() [][]byte {
 	m.c.mu.Lock()
 	defer m.c.mu.Unlock()
+	m.mem.mu.Lock()
+	defer m.mem.mu.Unlock()
 	out := make([][]byte, len(m.mem.quarantined))
 	for i, q := range m.mem.quarantined {
 		out[i] = bytes.Clone(q)
@@ -162,11 +195,15 @@ func (m *Memory[K, V]) Quarantined() [][]byte {
 func (m *Memory[K, V]) Prev() []byte {
 	m.c.mu.Lock()
 	defer m.c.mu.Unlock()
+	m.mem.mu.Lock()
+	defer m.mem.mu.Unlock()
 	return bytes.Clone(m.mem.prev)
 }
 
-// memBackend is the backend of Memory; core.mu guards it.
+// memBackend is the in-memory "disk" of Memory, shared by the handles
+// Reopen makes. When a caller holds both, core.mu comes before mu.
 type memBackend struct {
+	mu          sync.Mutex // guards every field below
 	data        []byte
 	exists      bool
 	prev        []byte
@@ -179,6 +216,8 @@ type memBackend struct {
 func (b *memBackend) name() string { return "memory" }
 
 func (b *memBackend) read() ([]byte, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if !b.exists {
 		return nil, fs.ErrNotExist
 	}
@@ -187,6 +226,8 @@ func (b *memBackend) read() ([]byte, error) {
 }
 
 func (b *memBackend) replace(data []byte, keepPrev bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.failN > 0 {
 		b.failN--
 		err := b.failErr
@@ -204,6 +245,8 @@ func (b *memBackend) replace(data []byte, keepPrev bool) error {
 }
 
 func (b *memBackend) quarantine() (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if !b.exists {
 		return "", fs.ErrNotExist
 	}

@@ -1,0 +1,40 @@
+package migrate
+
+import "errors"
+
+// Errors returned by writes (Put, Delete, Update).
+var (
+	// ErrCheckpointWrite is returned by a write when the checkpoint could
+	// not be saved. Memory is unchanged, the checkpoint holds the previous
+	// commit, and an explicit legacy write already made was compensated.
+	ErrCheckpointWrite = errors.New("checkpoint write failed")
+
+	// ErrLegacyWrite is returned by a write when the legacy source refused
+	// it. Memory is unchanged and the checkpoint holds the previous commit.
+	ErrLegacyWrite = errors.New("legacy write failed")
+
+	// ErrNotRestored is returned by writes before Restore has succeeded:
+	// a write before restore could be overwritten by it.
+	ErrNotRestored = errors.New("store not restored: call Restore first")
+
+	// ErrClosed is returned by every method after Close.
+	ErrClosed = errors.New("store is closed")
+)
+
+// Errors returned by Restore.
+var (
+	// ErrAlreadyRestored is returned by a second Restore: restore runs once,
+	// at start.
+	ErrAlreadyRestored = errors.New("store already restored")
+
+	// ErrStale is returned by Restore when the side the phase must serve
+	// from is known to be stale and the phase has nowhere else to restore
+	// from: phase 3 on a checkpoint that a phase-0 run has superseded.
+	ErrStale = errors.New("state is stale")
+
+	// ErrUnsafeRestore is returned by Restore when serving either side
+	// would risk serving stale state: legacy is stale (the checkpoint was
+	// written by phase 3) but it cannot be read or brought current, or the
+	// checkpoint that knows this cannot be read.
+	ErrUnsafeRestore = errors.New("restore would serve stale state")
+)

@@ -1,0 +1,99 @@
+package migrate
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Phase is a step of the expand/contract rollout. It decides where Restore
+// reads from and where every write goes:
+//
+//	phase  name      restore reads                              writes go to
+//	0      legacy    legacy                                     legacy
+//	1      expand    legacy, then rewrites the checkpoint       legacy + checkpoint
+//	2      migrate   checkpoint, reconciled against legacy      checkpoint + legacy
+//	3      contract  checkpoint                                 checkpoint
+//
+// A legacy source that takes no explicit writes (it has no source.Writer,
+// like CRI) is never written; phases 2 and 3 then differ only in restore.
+type Phase int
+
+// The phases, in rollout order.
+const (
+	PhaseLegacy   Phase = 0 // what the old version did: legacy only
+	PhaseExpand   Phase = 1 // read legacy, write both
+	PhaseMigrate  Phase = 2 // read the checkpoint, write both
+	PhaseContract Phase = 3 // checkpoint only
+)
+
+var phaseNames = [...]string{"legacy", "expand", "migrate", "contract"}
+
+// String returns the phase's name ("legacy", "expand", "migrate",
+// "contract"), which is also what the checkpoint records as its writer's
+// phase.
+func (p Phase) String() string {
+	if p.valid() {
+		return phaseNames[p]
+	}
+	return "Phase(" + strconv.Itoa(int(p)) + ")"
+}
+
+func (p Phase) valid() bool { return p >= PhaseLegacy && p <= PhaseContract }
+
+// ParsePhase accepts a phase as a number ("0" to "3") or a name ("legacy",
+// "expand", "migrate", "contract"), in any case, so that the phase can
+// travel as a flag or an environment variable.
+func ParsePhase(s string) (Phase, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	for i, name := range phaseNames {
+		if t == name || t == strconv.Itoa(i) {
+			return Phase(i), nil
+		}
+	}
+	return 0, fmt.Errorf("migrate: unknown phase %q: use 0 (legacy), 1 (expand), 2 (migrate) or 3 (contract)", s)
+}
+
+// MarshalText returns the phase's name.
+func (p Phase) MarshalText() ([]byte, error) {
+	if !p.valid() {
+		return nil, fmt.Errorf("migrate: invalid phase %d", int(p))
+	}
+	return []byte(p.String()), nil
+}
+
+// UnmarshalText is ParsePhase, so a Phase works with flag.TextVar and
+// encoding/json.
+func (p *Phase) UnmarshalText(b []byte) error {
+	q, err := ParsePhase(string(b))
+	if err != nil {
+		return err
+	}
+	*p = q
+	return nil
+}
+
+// RestoresFromLegacy reports whether Restore serves what the legacy source
+// holds (phases 0 and 1), as opposed to the checkpoint (phases 2 and 3).
+func (p Phase) RestoresFromLegacy() bool { return p == PhaseLegacy || p == PhaseExpand }
+
+// RestoresFromCheckpoint reports whether Restore serves what the checkpoint
+// holds (phases 2 and 3).
+func (p Phase) RestoresFromCheckpoint() bool { return p == PhaseMigrate || p == PhaseContract }
+
+// ReconcilesWithLegacy reports whether Restore reconciles the checkpoint
+// against legacy, backfilling what only legacy has (phase 2).
+func (p Phase) ReconcilesWithLegacy() bool { return p == PhaseMigrate }
+
+// WritesLegacy reports whether writes go to the legacy source (phases 0 to
+// 2), when it takes explicit writes.
+func (p Phase) WritesLegacy() bool { return p >= PhaseLegacy && p <= PhaseMigrate }
+
+// WritesCheckpoint reports whether writes go to the checkpoint (phases 1
+// to 3).
+func (p Phase) WritesCheckpoint() bool { return p >= PhaseExpand && p <= PhaseContract }
+
+// primaryIsLegacy reports whether a write goes to legacy before the
+// checkpoint: the side a phase restores from is written first, so that a
+// failure on the other side never leaves the restore side behind.
+func (p Phase) primaryIsLegacy() bool { return p.RestoresFromLegacy() }

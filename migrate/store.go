@@ -1,0 +1,261 @@
+package migrate
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"iter"
+	"reflect"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/source"
+)
+
+// Origin says where a served entry came from.
+type Origin int
+
+// The origins.
+const (
+	OriginCheckpoint Origin = iota + 1 // restored from the checkpoint
+	OriginLegacy                       // restored from legacy (phases 0 and 1)
+	OriginBackfill                     // phase 2: from legacy, because the checkpoint lacked it
+	OriginWrite                        // written through this Store since Restore
+)
+
+var originNames = map[Origin]string{OriginCheckpoint: "checkpoint", OriginLegacy: "legacy", OriginBackfill: "backfill", OriginWrite: "write"}
+
+// String returns "checkpoint", "legacy", "backfill" or "write".
+func (o Origin) String() string {
+	if s, ok := originNames[o]; ok {
+		return s
+	}
+	return fmt.Sprintf("Origin(%d)", int(o))
+}
+
+// Store is a daemon's state, restored at start from the side its phase
+// trusts and written, on every change, to the sides its phase writes.
+//
+// All methods are safe for concurrent use. Reads (Get, All, Len, Origin)
+// see committed state only and never wait for a write in progress. Writes
+// (Put, Delete, Update) from many goroutines are group-committed: one
+// checkpoint save carries every change that queued while the previous save
+// ran, and each caller returns when its own change is durable.
+type Store[K comparable, V any] struct {
+	cfg      Config[K, V]
+	log      *zap.Logger
+	match    func(K) K
+	equal    func(a, b V) bool
+	merge    func(K, V, V) V
+	explicit source.Writer[K, V] // the legacy writer, or nil if legacy takes no explicit writes
+	commit   committer[K, V]     // the checkpoint's Commit, or nil
+	bootID   string
+	meta     checkpoint.Meta // what every save records
+
+	// token is the right to change state: held by the goroutine leading a
+	// group commit, by Restore and by Close. A channel rather than a mutex,
+	// so a writer can wait for it and for its context at once.
+	token chan struct{}
+
+	// Guarded by token.
+	fullSave bool // the checkpoint may differ from memory: save it whole next time
+	batch    batchScratch[K, V]
+
+	qmu   sync.Mutex       // guards queue and closing
+	queue []*request[K, V] // writes waiting for a leader, oldest first
+
+	mu       sync.RWMutex // guards the fields below; writers also hold token
+	state    state[K, V]
+	restored bool
+	closed   bool
+}
+
+// state is what a Store serves. Entries are kept by the key they were
+// stored under; when Match is set, ids finds that key from any matching
+// key.
+type state[K comparable, V any] struct {
+	vals   map[K]V      // stored key -> value
+	ids    map[K]K      // Match(key) -> stored key; nil without Match
+	origin map[K]Origin // stored key -> origin, for entries whose origin is not def
+	def    Origin       // origin of entries not in origin
+	// lkeys holds, for entries that legacy knows under another key than
+	// the stored one (placeholders), that key by identity, so writes to an
+	// explicit legacy remove it.
+	lkeys map[K]K
+}
+
+// New checks cfg and returns a Store that serves nothing until Restore.
+// Configuration mistakes are reported here, with the fix in the message.
+func New[K comparable, V any](cfg Config[K, V]) (*Store[K, V], error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Store[K, V]{
+		cfg:   cfg,
+		log:   cfg.Logger,
+		match: cfg.Match,
+		equal: cfg.Equal,
+		merge: cfg.Merge,
+		token: make(chan struct{}, 1),
+	}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	s.log = s.log.With(zap.Stringer("phase", cfg.Phase))
+	if s.equal == nil {
+		s.equal = func(a, b V) bool { return reflect.DeepEqual(a, b) }
+	}
+	if s.merge == nil {
+		s.merge = PreferCheckpoint[K, V]
+	}
+	if w, ok := cfg.Legacy.(source.Writer[K, V]); ok {
+		s.explicit = w
+	}
+	if cfg.Checkpoint != nil {
+		if c, ok := cfg.Checkpoint.(committer[K, V]); ok {
+			s.commit = c
+		}
+	}
+	s.bootID = cfg.BootID
+	if s.bootID == "" {
+		if b, ok := cfg.Checkpoint.(bootIDer); ok {
+			s.bootID = b.BootID()
+		}
+	}
+	s.meta = checkpoint.Meta{Phase: cfg.Phase.String(), Writer: cfg.Writer, BootID: s.bootID}
+	s.state = state[K, V]{vals: map[K]V{}}
+	return s, nil
+}
+
+// Phase returns the phase the Store runs in.
+func (s *Store[K, V]) Phase() Phase { return s.cfg.Phase }
+
+// id returns the identity of key.
+func (s *Store[K, V]) id(key K) K {
+	if s.match == nil {
+		return key
+	}
+	return s.match(key)
+}
+
+// lookup finds the stored key of key's entry. The caller holds mu or token.
+func (st *state[K, V]) lookup(id K) (K, bool) {
+	if st.ids == nil {
+		_, ok := st.vals[id]
+		return id, ok
+	}
+	k, ok := st.ids[id]
+	return k, ok
+}
+
+// Get returns the committed value of key's entry: the entry stored under
+// key, or, with Match, under any key that matches it.
+func (s *Store[K, V]) Get(key K) (V, bool) {
+	id := s.id(key)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	k, ok := s.state.lookup(id)
+	if !ok {
+		var zero V
+		return zero, false
+	}
+	return s.state.vals[k], true
+}
+
+// Key returns the key key's entry is stored under, which differs from key
+// when the entry was learned from legacy with placeholder fields.
+func (s *Store[K, V]) Key(key K) (K, bool) {
+	id := s.id(key)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.state.lookup(id)
+}
+
+// Origin returns where key's entry came from.
+func (s *Store[K, V]) Origin(key K) (Origin, bool) {
+	id := s.id(key)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	k, ok := s.state.lookup(id)
+	if !ok {
+		return 0, false
+	}
+	if o, ok := s.state.origin[k]; ok {
+		return o, true
+	}
+	return s.state.def, true
+}
+
+// All returns the committed entries, by stored key, as of the call: a
+// consistent snapshot, so the loop body may write to the Store.
+func (s *Store[K, V]) All() iter.Seq2[K, V] {
+	s.mu.RLock()
+	keys := make([]K, 0, len(s.state.vals))
+	vals := make([]V, 0, len(s.state.vals))
+	for k, v := range s.state.vals {
+		keys = append(keys, k)
+		vals = append(vals, v)
+	}
+	s.mu.RUnlock()
+	return func(yield func(K, V) bool) {
+		for i := range keys {
+			if !yield(keys[i], vals[i]) {
+				return
+			}
+		}
+	}
+}
+
+// Len returns the number of committed entries.
+func (s *Store[K, V]) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.state.vals)
+}
+
+// acquire takes the token, or gives up when ctx is done.
+func (s *Store[K, V]) acquire(ctx context.Context) error {
+	select {
+	case s.token <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Store[K, V]) release() { <-s.token }
+
+// Close waits for the write in progress, fails the writes still queued with
+// ErrClosed, and closes Config.Checkpoint if it has a Close method (for a
+// checkpoint.File that releases its lock, so the next owner can start). It
+// does not close Config.Legacy, which the caller may still use. Close is
+// idempotent: later calls return nil. Every method fails with ErrClosed
+// afterwards, and reads return nothing.
+func (s *Store[K, V]) Close() error {
+	s.token <- struct{}{}
+	defer s.release()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.state = state[K, V]{vals: map[K]V{}}
+	s.mu.Unlock()
+
+	s.qmu.Lock()
+	queued := s.queue
+	s.queue = nil
+	s.qmu.Unlock()
+	for _, r := range queued {
+		r.finish(fmt.Errorf("migrate: %w", ErrClosed))
+	}
+	if c, ok := s.cfg.Checkpoint.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			return fmt.Errorf("migrate: closing the checkpoint: %w", err)
+		}
+	}
+	return nil
+}
