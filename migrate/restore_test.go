@@ -207,8 +207,10 @@ var restoreCases = []setup{
 		},
 	},
 	{
-		name:  "checkpoint with an unreadable entry",
-		write: func(t *testing.T, w *world) { w.cp.SetBytes(badEntryFile(t, migrate.PhaseMigrate, map[string]int{"a": 1, "d": 4}, "b")) },
+		name: "checkpoint with an unreadable entry",
+		write: func(t *testing.T, w *world) {
+			w.cp.SetBytes(badEntryFile(t, migrate.PhaseMigrate, map[string]int{"a": 1, "d": 4}, "b"))
+		},
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			switch p {
 			case migrate.PhaseLegacy, migrate.PhaseExpand:
