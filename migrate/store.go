@@ -217,6 +217,11 @@ func (s *Store[K, V]) Len() int {
 
 // acquire takes the token, or gives up when ctx is done.
 func (s *Store[K, V]) acquire(ctx context.Context) error {
+	// select picks at random among ready cases: a context that is already
+	// done must win over a free token.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	select {
 	case s.token <- struct{}{}:
 		return nil

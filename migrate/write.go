@@ -100,6 +100,9 @@ func (s *Store[K, V]) write(ctx context.Context, ops []op[K, V]) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
 	r := &request[K, V]{ops: ops, done: make(chan struct{})}
 	s.qmu.Lock()
 	s.queue = append(s.queue, r)
@@ -398,7 +401,7 @@ func changes[K comparable, V any](dst []checkpoint.Change[K, V], plans []plan[K,
 // fails, every request in it fails with ErrCheckpointWrite, after undo.
 func (s *Store[K, V]) saveCheckpoint(ctx context.Context, work []*pending[K, V], undo func(*pending[K, V])) {
 	for attempt := 0; ; attempt++ {
-		err := s.saveLive(ctx, work)
+		err := s.saveLive(ctx, work, false)
 		if err == nil {
 			return
 		}
@@ -443,7 +446,8 @@ func encodable[K comparable, V any](plans []plan[K, V]) error {
 }
 
 // saveLive saves the changes of the requests in work that have not failed.
-func (s *Store[K, V]) saveLive(ctx context.Context, work []*pending[K, V]) error {
+// Unless force, it saves nothing when there is nothing to change.
+func (s *Store[K, V]) saveLive(ctx context.Context, work []*pending[K, V], force bool) error {
 	chs := s.batch.changes[:0]
 	for _, w := range work {
 		if w.err == nil {
@@ -451,7 +455,7 @@ func (s *Store[K, V]) saveLive(ctx context.Context, work []*pending[K, V]) error
 		}
 	}
 	defer func() { clear(chs); s.batch.changes = chs[:0] }()
-	if len(chs) == 0 {
+	if len(chs) == 0 && !force {
 		return nil
 	}
 	if s.commit != nil && !s.fullSave {
@@ -480,7 +484,7 @@ func (s *Store[K, V]) saveLive(ctx context.Context, work []*pending[K, V]) error
 // that fails too, the next commit saves the whole state.
 func (s *Store[K, V]) restoreCheckpoint(ctx context.Context, work []*pending[K, V]) {
 	s.fullSave = true
-	if err := s.saveLive(ctx, work); err != nil {
+	if err := s.saveLive(ctx, work, true); err != nil {
 		s.log.Error("undoing a checkpoint write after a legacy failure failed; the next write saves the whole state", zap.Error(err))
 		s.fullSave = true
 	}
