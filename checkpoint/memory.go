@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Memory is a checkpoint held in memory, for tests. It keeps the contract of
@@ -97,6 +98,17 @@ func (m *Memory[K, V]) FailSaves(n int, err error) {
 	m.mem.mu.Lock()
 	defer m.mem.mu.Unlock()
 	m.mem.failN, m.mem.failErr = n, err
+}
+
+// SetSaveLatency makes every save take at least d, as fsync makes a real
+// one; with it, concurrent writers queue behind a save as they do on a
+// disk. Zero turns it off.
+func (m *Memory[K, V]) SetSaveLatency(d time.Duration) {
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	m.mem.mu.Lock()
+	defer m.mem.mu.Unlock()
+	m.mem.latency = d
 }
 
 // Saves returns how many saves have succeeded.
@@ -211,6 +223,7 @@ type memBackend struct {
 	saves       int
 	failN       int
 	failErr     error
+	latency     time.Duration
 }
 
 func (b *memBackend) name() string { return "memory" }
@@ -235,6 +248,9 @@ func (b *memBackend) replace(data []byte, keepPrev bool) error {
 			err = fmt.Errorf("injected save failure")
 		}
 		return pathError("save: write", b.name(), err)
+	}
+	if b.latency > 0 {
+		time.Sleep(b.latency)
 	}
 	if keepPrev && b.exists {
 		b.prev = b.data

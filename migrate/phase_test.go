@@ -3,6 +3,7 @@ package migrate_test
 import (
 	"encoding/json"
 	"flag"
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -55,6 +56,7 @@ func TestPhaseNamesAndSides(t *testing.T) {
 
 func TestPhaseAsFlagAndJSON(t *testing.T) {
 	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
 	var p migrate.Phase
 	fs.TextVar(&p, "phase", migrate.PhaseExpand, "rollout phase")
 	require.NoError(t, fs.Parse([]string{"--phase", "migrate"}))

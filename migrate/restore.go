@@ -195,7 +195,9 @@ func (s *Store[K, V]) restore(ctx context.Context, r *Report[K]) (state[K, V], e
 		// Phase 1 rewrites at every start: that is what heals a file left
 		// stale by a downgrade. Phase 0 marks the file superseded, so a
 		// later phase 3 cannot trust it.
-		rewrite = p == PhaseExpand || (s.cfg.Checkpoint != nil && (!ck.exists || meta.Phase != PhaseLegacy.String()))
+		// The mark must carry this boot's ID: one from an earlier boot is
+		// discarded as stale, and would no longer stop phase 3.
+		rewrite = p == PhaseExpand || (s.cfg.Checkpoint != nil && !(ck.usable && meta.Phase == PhaseLegacy.String()))
 	case p == PhaseMigrate:
 		if !ck.usable {
 			ck.snap.Entries = nil

@@ -181,6 +181,7 @@ func TestGroupCommit(t *testing.T) {
 	const writers, perWriter = 64, 100
 	w := newWorld(false, nil)
 	cp := w.cp.Reopen()
+	cp.SetSaveLatency(200 * time.Microsecond) // what an fsync costs, roughly
 	s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseContract, Checkpoint: cp})
 	_, err := s.Restore(ctx)
 	require.NoError(t, err)
@@ -205,7 +206,7 @@ func TestGroupCommit(t *testing.T) {
 	wg.Wait()
 	saves := w.cp.Saves() - before
 	t.Logf("%d Puts took %d checkpoint saves", writers*perWriter, saves)
-	assert.Less(t, saves, writers*perWriter/4, "concurrent Puts must share saves")
+	assert.Less(t, saves, writers*perWriter/8, "concurrent Puts must share saves")
 
 	snap, err := w.checkpointEntries(t)
 	require.NoError(t, err)
