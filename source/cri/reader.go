@@ -23,11 +23,9 @@ import (
 //
 // The Reader does not implement source.Writer: the runtime learns of
 // sandboxes by creating them, so nothing is written back to it (see package
-// source, "Explicit and implicit writes"). Reader panics if l or fn is nil.
+// source, "Explicit and implicit writes"). A Reader made with a nil Lister
+// or function fails every List with ErrInvalidOption.
 func Reader[K comparable, V any](l *Lister, fn func(Sandbox) (K, V, bool)) source.Reader[K, V] {
-	if l == nil || fn == nil {
-		panic("cri: Reader needs a Lister and a mapping function")
-	}
 	return &reader[K, V]{l: l, fn: fn}
 }
 
@@ -38,6 +36,9 @@ type reader[K comparable, V any] struct {
 }
 
 func (r *reader[K, V]) List(ctx context.Context) (map[K]V, error) {
+	if r.l == nil || r.fn == nil {
+		return nil, fmt.Errorf("%w: cri.Reader needs a Lister and a mapping function", ErrInvalidOption)
+	}
 	sandboxes, err := r.l.Sandboxes(ctx)
 	var listErr *source.ListError
 	if err != nil && !errors.As(err, &listErr) {

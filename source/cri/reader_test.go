@@ -88,7 +88,12 @@ func TestReader(t *testing.T) {
 
 	t.Run("needs a Lister and a function", func(t *testing.T) {
 		l := dial(t, "/run/containerd/containerd.sock")
-		assert.Panics(t, func() { cri.Reader[netip.Addr, string](l, nil) })
-		assert.Panics(t, func() { cri.Reader(nil, byIP) })
+		for _, r := range []source.Reader[netip.Addr, string]{cri.Reader[netip.Addr, string](l, nil), cri.Reader(nil, byIP)} {
+			var got map[netip.Addr]string
+			var err error
+			require.NotPanics(t, func() { got, err = r.List(context.Background()) })
+			require.ErrorIs(t, err, cri.ErrInvalidOption)
+			assert.Nil(t, got)
+		}
 	})
 }
