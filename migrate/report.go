@@ -62,7 +62,11 @@ func (r Report[K]) String() string {
 	count("pruned", len(r.Pruned))
 	count("diverged", len(r.Diverged))
 	if r.Shadow != "" {
-		fmt.Fprintf(&b, ", %s differs by %d+%d entries", r.Shadow, len(r.ShadowOnly), len(r.ServedOnly))
+		if len(r.ShadowOnly)+len(r.ServedOnly) == 0 {
+			fmt.Fprintf(&b, ", %s agrees", r.Shadow)
+		} else {
+			fmt.Fprintf(&b, ", %s differs: %d entries only there, %d only served", r.Shadow, len(r.ShadowOnly), len(r.ServedOnly))
+		}
 	}
 	if r.CheckpointRewritten {
 		b.WriteString(", checkpoint rewritten")

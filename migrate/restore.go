@@ -186,7 +186,8 @@ func (s *Store[K, V]) restore(ctx context.Context, r *Report[K]) (state[K, V], e
 		if ck.usable && !ck.partial && (p == PhaseExpand || s.cfg.Verify) {
 			s.shadow(r, ReadCheckpoint, served, ck.snap.Entries)
 			if p == PhaseExpand && r.Stale == "" && (len(r.ShadowOnly)+len(r.ServedOnly)+len(r.Diverged) > 0) {
-				r.Stale = fmt.Sprintf("it differs from legacy (%d entries only in it, %d only in legacy, %d with other values): a phase-0 run or a crash since seq %d", len(r.ShadowOnly), len(r.ServedOnly), len(r.Diverged), meta.Seq)
+				r.Stale = fmt.Sprintf("it differs from legacy (%s only in it, %s only in legacy, %s with other values): a phase-0 run or a crash since seq %d",
+					entries(len(r.ShadowOnly)), entries(len(r.ServedOnly)), entries(len(r.Diverged)), meta.Seq)
 			}
 			if p == PhaseExpand && meta.Phase == PhaseLegacy.String() && r.Stale == "" {
 				r.Stale = fmt.Sprintf("a phase-0 run since seq %d marked it superseded", meta.Seq)
@@ -263,6 +264,14 @@ func (s *Store[K, V]) restore(ctx context.Context, r *Report[K]) (state[K, V], e
 		}
 	}
 	return st, nil
+}
+
+// entries says "1 entry" or "n entries".
+func entries(n int) string {
+	if n == 1 {
+		return "1 entry"
+	}
+	return fmt.Sprintf("%d entries", n)
 }
 
 // dedupe removes from m every key whose identity an earlier key already

@@ -1,0 +1,331 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/phaseshift/phaseshift/migrate"
+	"github.com/phaseshift/phaseshift/source/cri/critest"
+)
+
+// The demo plays one node through the rollout that broke the VPC CNI:
+// upgrade, pods come and go, downgrade to the old binary, pods churn,
+// upgrade again, onwards, a kill -9, and the contract phase. Each daemon is
+// a real process (this binary with --serve) that reads CRI over a unix
+// socket from a runtime in this process and keeps a real checkpoint file;
+// the kill is a real SIGKILL.
+
+// step is one start of the daemon and the pod traffic it serves.
+type step struct {
+	event string
+	phase migrate.Phase
+	pods  []string // "+a" is a CNI ADD of pod a, "-a" a DEL
+	kill  bool     // end with kill -9 instead of a clean exit
+}
+
+var demoSteps = []step{
+	{event: "start: the old binary", phase: migrate.PhaseLegacy, pods: []string{"+a", "+b", "+c"}},
+	{event: "upgrade", phase: migrate.PhaseExpand, pods: []string{"+d", "-a"}},
+	{event: "downgrade", phase: migrate.PhaseLegacy, pods: []string{"-b", "+e", "+f"}},
+	{event: "upgrade", phase: migrate.PhaseExpand, pods: []string{"+g"}},
+	{event: "upgrade", phase: migrate.PhaseMigrate, pods: []string{"+h", "-e"}, kill: true},
+	{event: "restart after kill -9", phase: migrate.PhaseMigrate, pods: []string{"-c", "+i"}},
+	{event: "upgrade", phase: migrate.PhaseContract, pods: []string{"-d", "+j"}},
+}
+
+// world is what the demo knows to be true: the pods that exist and the
+// address each was given.
+type world struct {
+	runtime *critest.Runtime
+	pods    map[string]netip.Addr // container ID -> address
+	adds    int
+	dels    int
+}
+
+func demo(ctx context.Context, out io.Writer) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	// Unix socket paths are short (108 bytes): a short temp dir.
+	dir, err := os.MkdirTemp("", "phaseshift-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	w := &world{runtime: critest.New(), pods: map[string]netip.Addr{}}
+	w.runtime.SetVersion("containerd", "v2.1.0 (critest)")
+	srv, err := w.runtime.Serve(filepath.Join(dir, "cri.sock"))
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	state := filepath.Join(dir, "state", "ipam.json")
+
+	fmt.Fprintf(out, "phaseshift demo: one node through upgrades, a downgrade and a kill -9\n")
+	fmt.Fprintf(out, "  CRI runtime: %s (in-process, 0 pods)\n", srv.Endpoint())
+	fmt.Fprintf(out, "  checkpoint:  %s\n\n", state)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STEP\tEVENT\tPHASE\tREAD FROM\tSERVED\tBACKFILLED\tORPHANED\tCHECKPOINT\tCHECK")
+
+	var failures []string
+	var notes []string
+	kills := 0
+	for i, st := range demoSteps {
+		d, rep, err := startDaemon(ctx, self, srv.Endpoint(), state, st.phase)
+		if err != nil {
+			tw.Flush()
+			return fmt.Errorf("step %d (%s, phase %s): %w", i+1, st.event, st.phase, err)
+		}
+		problems := w.check(d)
+		check := "ok: " + w.summary()
+		if len(problems) > 0 {
+			check = "FAILED: " + strings.Join(problems, "; ")
+			failures = append(failures, fmt.Sprintf("step %d: %s", i+1, strings.Join(problems, "; ")))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d %s\t%s\t%d\t%d\t%d\t%s\t%s\n", i+1, st.event, int(st.phase), st.phase,
+			rep.ReadFrom, rep.Restored, rep.Backfilled, rep.Orphaned, checkpointColumn(st.phase, rep), check)
+		if rep.Stale != "" {
+			notes = append(notes, fmt.Sprintf("step %d: stale checkpoint: %s", i+1, rep.Stale))
+		}
+		if err := w.traffic(d, st.pods); err != nil {
+			d.kill()
+			tw.Flush()
+			return fmt.Errorf("step %d: %w", i+1, err)
+		}
+		fmt.Fprintf(tw, "\t  pods: %s%s\t\t\t\t\t\t\t\n", describe(st.pods), map[bool]string{true: ", then kill -9", false: ""}[st.kill])
+		if st.kill {
+			kills++
+			err = d.kill()
+		} else {
+			err = d.exit()
+		}
+		if err != nil {
+			tw.Flush()
+			return fmt.Errorf("step %d: stopping the daemon: %w", i+1, err)
+		}
+	}
+	// One more restart in the last phase: the last step's writes must be
+	// durable too.
+	d, rep, err := startDaemon(ctx, self, srv.Endpoint(), state, demoSteps[len(demoSteps)-1].phase)
+	if err != nil {
+		tw.Flush()
+		return fmt.Errorf("final restart: %w", err)
+	}
+	if problems := w.check(d); len(problems) > 0 {
+		failures = append(failures, "final restart: "+strings.Join(problems, "; "))
+	}
+	d.exit()
+	tw.Flush()
+
+	fmt.Fprintln(out)
+	for _, n := range notes {
+		fmt.Fprintln(out, n)
+	}
+	fmt.Fprintf(out, "final restart in phase %s: %s\n\n", rep.Phase, rep.Line)
+	if len(failures) > 0 {
+		fmt.Fprintf(out, "verdict: FAILED\n  %s\n", strings.Join(failures, "\n  "))
+		return errors.New("the node lost or duplicated an address")
+	}
+	fmt.Fprintf(out, "verdict: every check held: %d restarts (%d by kill -9), %d ADDs, %d DELs; no address lost, none assigned twice, nothing stale served.\n",
+		len(demoSteps)+1, kills, w.adds, w.dels)
+	return nil
+}
+
+// checkpointColumn says what this start did with the checkpoint.
+func checkpointColumn(p migrate.Phase, r *reportJSON) string {
+	switch {
+	case p == migrate.PhaseLegacy:
+		return "ignored (old binary)"
+	case r.Stale != "" && r.Rewritten:
+		return "STALE: healed"
+	case r.Quarantined != "":
+		return "corrupt: quarantined"
+	case r.Rewritten:
+		return "rewritten"
+	default:
+		return "trusted"
+	}
+}
+
+func describe(ops []string) string {
+	parts := make([]string, len(ops))
+	for i, op := range ops {
+		verb := "ADD "
+		if op[0] == '-' {
+			verb = "DEL "
+		}
+		parts[i] = verb + op[1:]
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (w *world) summary() string {
+	return fmt.Sprintf("all %d pods, no IP twice", len(w.pods))
+}
+
+// traffic plays CNI ADDs and DELs: the runtime creates the sandbox, the ADD
+// gets it an address, the runtime records it; a DEL releases the address
+// and the runtime removes the sandbox.
+func (w *world) traffic(d *daemon, ops []string) error {
+	for _, op := range ops {
+		id := "pod-" + op[1:]
+		switch op[0] {
+		case '+':
+			w.runtime.Add(critest.Sandbox{ID: id, Name: op[1:], Namespace: "default", UID: "uid-" + op[1:], CreatedAt: time.Now()})
+			resp, err := d.call(request{Op: "add", ID: id})
+			if err != nil {
+				return err
+			}
+			if len(resp.IPs) != 1 {
+				return fmt.Errorf("ADD %s got %v", id, resp.IPs)
+			}
+			w.runtime.SetIPs(id, resp.IPs[0].String())
+			w.pods[id] = resp.IPs[0]
+			w.adds++
+		case '-':
+			if _, err := d.call(request{Op: "del", ID: id}); err != nil {
+				return err
+			}
+			w.runtime.Remove(id)
+			delete(w.pods, id)
+			w.dels++
+		}
+	}
+	return nil
+}
+
+// check compares what the daemon serves with the pods that exist: every
+// pod's address is there, nothing else is, and no address is served twice.
+func (w *world) check(d *daemon) []string {
+	resp, err := d.call(request{Op: "dump"})
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var problems []string
+	served := map[string][]netip.Addr{}
+	owner := map[netip.Addr]string{}
+	for _, e := range resp.Entries {
+		served[e.Key.ContainerID] = e.IPs
+		for _, ip := range e.IPs {
+			if other, dup := owner[ip]; dup {
+				problems = append(problems, fmt.Sprintf("%s assigned to %s and %s", ip, other, e.Key.ContainerID))
+			}
+			owner[ip] = e.Key.ContainerID
+		}
+	}
+	for id, ip := range w.pods {
+		got, ok := served[id]
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("%s (%s) lost", id, ip))
+		case !slices.Equal(got, []netip.Addr{ip}):
+			problems = append(problems, fmt.Sprintf("%s served as %v, has %s", id, got, ip))
+		}
+	}
+	for id, ips := range served {
+		if _, ok := w.pods[id]; !ok {
+			problems = append(problems, fmt.Sprintf("%s (%v) is gone but still served", id, ips))
+		}
+	}
+	slices.Sort(problems)
+	return problems
+}
+
+// daemon is one run of the IPAM daemon in a child process.
+type daemon struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+func startDaemon(ctx context.Context, self, endpoint, state string, p migrate.Phase) (*daemon, *reportJSON, error) {
+	cmd := exec.CommandContext(ctx, self, "--serve", "--cri", endpoint, "--state", state, "--phase", p.String(), "--lock-wait", "10s")
+	cmd.Env = append(os.Environ(), "PHASESHIFT_IPAM_DAEMON=1")
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	d := &daemon{cmd: cmd, in: in, out: bufio.NewScanner(outPipe)}
+	d.out.Buffer(make([]byte, 64<<10), 16<<20)
+	var first response
+	if err := d.read(&first); err != nil {
+		d.kill()
+		return nil, nil, fmt.Errorf("the daemon did not start: %w", err)
+	}
+	if first.Report == nil {
+		d.kill()
+		return nil, nil, fmt.Errorf("the daemon did not report its restore: %s", first.Error)
+	}
+	return d, first.Report, nil
+}
+
+func (d *daemon) read(v *response) error {
+	if !d.out.Scan() {
+		if err := d.out.Err(); err != nil {
+			return err
+		}
+		return io.ErrUnexpectedEOF
+	}
+	return json.Unmarshal(d.out.Bytes(), v)
+}
+
+func (d *daemon) call(req request) (response, error) {
+	b, _ := json.Marshal(req)
+	if _, err := d.in.Write(append(b, '\n')); err != nil {
+		return response{}, err
+	}
+	var resp response
+	if err := d.read(&resp); err != nil {
+		return resp, err
+	}
+	if !resp.OK {
+		return resp, fmt.Errorf("%s %s: %s", req.Op, req.ID, resp.Error)
+	}
+	return resp, nil
+}
+
+func (d *daemon) exit() error {
+	if _, err := d.call(request{Op: "exit"}); err != nil {
+		d.kill()
+		return err
+	}
+	d.in.Close()
+	return d.cmd.Wait()
+}
+
+// kill stops the daemon the way the OOM killer or a node problem does: no
+// Close, no flush, the lock released by the kernel.
+func (d *daemon) kill() error {
+	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	d.in.Close()
+	err := d.cmd.Wait()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return nil // killed, as intended
+	}
+	return err
+}

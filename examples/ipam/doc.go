@@ -1,0 +1,65 @@
+// Command ipam is an ipamd-style IP allocator that moves its state from the
+// container runtime (CRI) to its own checkpoint file with phaseshift, the
+// way the AWS VPC CNI did - without the stale-file bug it shipped first.
+//
+//	go run ./examples/ipam
+//
+// plays the demo: one node through upgrade → pods come and go → downgrade to
+// the old binary → pods churn → upgrade → upgrade → kill -9 → restart →
+// contract, and checks after every restart that every pod still has its
+// address, that nothing deleted is still served, and that no address is
+// assigned twice. Each daemon is a real process reading CRI over a unix
+// socket from a small runtime the demo runs (package source/cri/critest)
+// and keeping a real checkpoint file; the kill is a real SIGKILL. It exits 0
+// only if every check held, and leaves nothing behind.
+//
+// # The migration
+//
+// Version N of the daemon kept no file: at start it listed the runtime's
+// pod sandboxes over CRI and rebuilt its allocations from their IPs. Version
+// N+1 wants a checkpoint, because CRI does not record what the CNI spec
+// asks IPAM to key its state by - (network name, container ID, interface
+// name) - and because listing every sandbox at start is slow on big nodes.
+//
+// The phase comes from --phase or PHASESHIFT_PHASE:
+//
+//	0 legacy    the old behaviour: restore from CRI; the file is not used
+//	1 expand    restore from CRI and rewrite the file from it at every start;
+//	            every ADD and DEL also goes to the file
+//	2 migrate   restore from the file, backfill what only CRI knows, keep
+//	            (and report) what only the file knows
+//	3 contract  the file only
+//
+// CRI learns of sandboxes from the runtime that creates them, so it is never
+// written and never stale; phases 2 and 3 differ only in restore. Entries
+// learned from CRI have network "_migrated-from-cri" and interface "unknown"
+// (the VPC CNI's placeholders); Match is the container ID, so a CNI DEL with
+// the real key still releases them, and an ADD retried with the real key
+// replaces the placeholders.
+//
+// Roll a fleet with the phase as an environment variable of the DaemonSet,
+// one step at a time: 0 → 1 and wait for every node, → 2 and soak, → 3 only
+// when no node can go back to a version without the checkpoint. The demo's
+// step 4 is the VPC CNI's bug: the file written in step 2 went stale while
+// the old binary ran in step 3, and phase 1 rewrote it instead of trusting
+// it.
+//
+// # On a real node
+//
+//	ipam --cri unix:///run/containerd/containerd.sock --state /var/run/ipam.json --phase expand
+//
+// restores from the node's runtime (CRI-O: unix:///var/run/crio/crio.sock),
+// prints the report and the allocations, and exits. It writes the file the
+// phase says it writes. It is an example, not a CNI plugin: it assigns no
+// address to any real pod.
+//
+// # Caveats
+//
+//   - The allocator serialises ADDs and DELs and keeps one address per
+//     container: Match by container ID cannot tell two interfaces of one
+//     pod apart.
+//   - The pool is one prefix; real IPAM daemons manage ENIs, prefixes and
+//     warm pools.
+//   - Entries learned from CRI carry the sandbox's creation time as their
+//     allocation time.
+package main

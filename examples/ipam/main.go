@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/phaseshift/phaseshift/migrate"
+	"github.com/phaseshift/phaseshift/source/cri"
+)
+
+const envPhase = "PHASESHIFT_PHASE"
+
+// config is what the command line says.
+type config struct {
+	phase    migrate.Phase
+	endpoint string
+	state    string
+	pool     netip.Prefix
+	network  string
+	serve    bool
+	strict   bool
+	verbose  bool
+	lockWait time.Duration
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("ipam", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `ipam: an ipamd-style allocator moving its state from CRI to a checkpoint.
+
+With no flags it plays the demo: one node through upgrades, a downgrade and
+a kill -9, against an in-process CRI runtime, and checks at every step that
+no address is lost or assigned twice.
+
+With --cri it restores on a real node (phase from --phase or %s),
+prints what it restored and from where, and exits:
+
+  ipam --cri unix:///run/containerd/containerd.sock --state /var/run/ipam.json --phase expand
+
+Flags:
+`, envPhase)
+		fs.PrintDefaults()
+	}
+	c := config{}
+	phase := migrate.PhaseExpand
+	if env := os.Getenv(envPhase); env != "" {
+		p, err := migrate.ParsePhase(env)
+		if err != nil {
+			return c, fmt.Errorf("%s: %w", envPhase, err)
+		}
+		phase = p
+	}
+	fs.TextVar(&c.phase, "phase", phase, "rollout phase: 0/legacy, 1/expand, 2/migrate, 3/contract (default from "+envPhase+")")
+	fs.StringVar(&c.endpoint, "cri", "", "CRI endpoint of the node's runtime, e.g. unix:///run/containerd/containerd.sock; empty plays the demo")
+	fs.StringVar(&c.state, "state", "/var/run/phaseshift-ipam/ipam.json", "checkpoint file")
+	pool := fs.String("pool", "10.0.0.0/24", "address pool (the node's pod CIDR)")
+	fs.StringVar(&c.network, "network", "demo-net", "CNI network name of new allocations")
+	fs.BoolVar(&c.serve, "serve", false, "after restoring, answer ADD/DEL commands on stdin (JSON lines), as the demo's daemon does")
+	fs.BoolVar(&c.strict, "error-on-failure-to-restore", false, "fail on anything restore cannot read, instead of logging it and going on")
+	fs.BoolVar(&c.verbose, "v", false, "log to stderr")
+	fs.DurationVar(&c.lockWait, "lock-wait", 5*time.Second, "how long to wait for another instance to release the checkpoint")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	p, err := netip.ParsePrefix(*pool)
+	if err != nil {
+		return c, fmt.Errorf("--pool: %w", err)
+	}
+	c.pool = p.Masked()
+	return c, nil
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run is main without os.Exit, for tests.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "ipam:", err)
+		return 2
+	}
+	if c.endpoint == "" {
+		if err := demo(ctx, stdout); err != nil {
+			fmt.Fprintln(stderr, "ipam demo:", err)
+			return 1
+		}
+		return 0
+	}
+	if err := node(ctx, c, stdin, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "ipam:", err)
+		return 1
+	}
+	return 0
+}
+
+// node restores on a node (real, or the demo's) and then either prints
+// what it restored or serves commands.
+func node(ctx context.Context, c config, stdin io.Reader, stdout, stderr io.Writer) error {
+	log := zap.NewNop()
+	if c.verbose {
+		if l, err := zap.NewDevelopment(zap.WithCaller(false)); err == nil {
+			log = l
+		}
+		defer log.Sync()
+	}
+	lister, err := cri.Dial(c.endpoint, cri.Logger(log))
+	if err != nil {
+		return err
+	}
+	defer lister.Close()
+	m, rep, err := Open(ctx, Options{
+		Phase: c.phase, Lister: lister, StatePath: c.state, Pool: c.pool, Strict: c.strict,
+		Logger: log, LockWait: c.lockWait, WriterName: "phaseshift-ipam-example",
+	})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if c.serve {
+		return serve(ctx, m, rep, c.network, stdin, stdout)
+	}
+	fmt.Fprintln(stdout, rep)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONTAINER\tNETWORK\tIFNAME\tIPS\tALLOCATED")
+	entries := m.Entries()
+	keys := make([]Key, 0, len(entries))
+	for k := range entries {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b Key) int { return strings.Compare(a.ContainerID, b.ContainerID) })
+	for _, k := range keys {
+		a := entries[k]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", k.ContainerID, k.Network, k.IfName, a.IPs, a.Allocated.Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
