@@ -205,4 +205,3 @@ func (m *IPAM) Entries() map[Key]Alloc {
 
 // Close closes the store and releases the checkpoint's lock.
 func (m *IPAM) Close() error { return m.store.Close() }
-
