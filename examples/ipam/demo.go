@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/source/cri/critest"
 )
@@ -85,6 +86,7 @@ func demo(ctx context.Context, out io.Writer) error {
 	var notes []string
 	kills := 0
 	for i, st := range demoSteps {
+		before := peek(ctx, state)
 		d, rep, err := startDaemon(ctx, self, srv.Endpoint(), state, st.phase)
 		if err != nil {
 			tw.Flush()
@@ -100,6 +102,7 @@ func demo(ctx context.Context, out io.Writer) error {
 			rep.ReadFrom, rep.Restored, rep.Backfilled, rep.Orphaned, checkpointColumn(st.phase, rep), check)
 		if rep.Stale != "" {
 			notes = append(notes, fmt.Sprintf("step %d: stale checkpoint: %s", i+1, rep.Stale))
+			notes = append(notes, w.whatIf(before)...)
 		}
 		if err := w.traffic(d, st.pods); err != nil {
 			d.kill()
@@ -143,6 +146,61 @@ func demo(ctx context.Context, out io.Writer) error {
 	fmt.Fprintf(out, "verdict: every check held: %d restarts (%d by kill -9), %d ADDs, %d DELs; no address lost, none assigned twice, nothing stale served.\n",
 		len(demoSteps)+1, kills, w.adds, w.dels)
 	return nil
+}
+
+// peek reads the checkpoint as it is before a daemon starts, to tell what
+// trusting it would have done. No daemon runs meanwhile, so the lock is
+// free.
+func peek(ctx context.Context, path string) map[Key]Alloc {
+	f, err := checkpoint.Open[Key, Alloc](ctx, path, checkpoint.WithLockWait(0))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	snap, err := f.Load(ctx)
+	if err != nil {
+		return nil
+	}
+	return snap.Entries
+}
+
+// whatIf tells what serving a stale checkpoint would have done: the bug
+// the VPC CNI shipped.
+func (w *world) whatIf(file map[Key]Alloc) []string {
+	if file == nil {
+		return nil
+	}
+	owner := map[netip.Addr]string{}
+	for id, ip := range w.pods {
+		owner[ip] = id
+	}
+	var out []string
+	inFile := map[string]bool{}
+	for k, a := range file {
+		inFile[k.ContainerID] = true
+		if _, live := w.pods[k.ContainerID]; live {
+			continue
+		}
+		for _, ip := range a.IPs {
+			what := "leaked"
+			if o, taken := owner[ip]; taken {
+				what = "assigned twice: the old binary gave it to " + o
+			}
+			out = append(out, fmt.Sprintf("  trusting it would have kept %s (deleted) holding %s: %s", k.ContainerID, ip, what))
+		}
+	}
+	var missing []string
+	for id := range w.pods {
+		if !inFile[id] {
+			missing = append(missing, id)
+		}
+	}
+	slices.Sort(out)
+	slices.Sort(missing)
+	if len(missing) > 0 {
+		out = append(out, fmt.Sprintf("  and lost %s, whose addresses it never saw", strings.Join(missing, ", ")))
+	}
+	return out
 }
 
 // checkpointColumn says what this start did with the checkpoint.

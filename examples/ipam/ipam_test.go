@@ -37,6 +37,7 @@ func TestDemo(t *testing.T) {
 	s := out.String()
 	assert.Contains(t, s, "verdict: every check held")
 	assert.Contains(t, s, "STALE: healed", "step 4 is the VPC CNI bug, caught")
+	assert.Contains(t, s, "trusting it would have kept pod-b (deleted) holding 10.0.0.3: assigned twice", "and the demo says what it would have cost")
 	assert.Regexp(t, `kill -9`, s)
 	assert.NotContains(t, s, "FAILED")
 	// Nothing is left behind.
