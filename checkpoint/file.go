@@ -57,7 +57,7 @@ func Open[K comparable, V any](ctx context.Context, path string, opts ...Option)
 		mode:    cfg.mode,
 		now:     cfg.now,
 	}
-	if err := d.fs.MkdirAll(d.dir, 0o700); err != nil {
+	if err := d.makeDir(); err != nil {
 		return nil, pathError("open: create directory", d.dir, err)
 	}
 	if err := d.acquire(ctx, cfg.lockWait); err != nil {
@@ -183,6 +183,37 @@ func (d *disk) acquire(ctx context.Context, wait time.Duration) error {
 		}
 		backoff = min(2*backoff, 50*time.Millisecond)
 	}
+}
+
+// makeDir creates the checkpoint's directory and its missing parents (mode
+// 0700) and makes them durable. A new directory's entry lives in its
+// parent, which the save protocol never fsyncs: without this, a power cut
+// could take away a new directory, and with it the first checkpoint saved
+// into it, after Save returned.
+func (d *disk) makeDir() error {
+	var missing []string // deepest first
+	for p := d.dir; ; p = filepath.Dir(p) {
+		_, err := d.fs.ReadDirNames(p)
+		if err == nil || filepath.Dir(p) == p {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			if p == d.dir {
+				return err
+			}
+			break // an ancestor that cannot be listed exists
+		}
+		missing = append(missing, p)
+	}
+	if err := d.fs.MkdirAll(d.dir, 0o700); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := d.fs.SyncDir(filepath.Dir(missing[i])); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (d *disk) lockedError(cause error) error {
