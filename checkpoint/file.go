@@ -328,6 +328,12 @@ func (d *disk) quarantine() (string, error) {
 		}
 		dst = fmt.Sprintf("%s-%d", base, i)
 	}
+	// The new name must be durable before the old one goes: a file system
+	// may persist directory changes in any order without an fsync, and
+	// the quarantined file may be the only copy of state nobody has read.
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		return "", pathError("quarantine: fsync directory", d.dir, err)
+	}
 	if err := d.fs.Remove(d.path); err != nil {
 		return "", pathError("quarantine: remove", d.path, err)
 	}
