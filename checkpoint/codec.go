@@ -7,7 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"hash/maphash"
+	"io"
+	"reflect"
+	"runtime"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -108,67 +114,124 @@ type rawKV struct {
 }
 
 // entries is the encoded form of what a checkpoint holds on disk: each
-// entry's line, and where each key is. Commit changes it in place and undoes
-// the change if the write fails, so the bytes of unchanged entries are never
-// encoded twice.
+// entry's line, and where each key's line is. Commit changes it in place
+// and undoes the change if the write fails, so the bytes of unchanged
+// entries are never encoded twice. A deleted line leaves a nil tombstone
+// until compact.
+//
+// The index is keyed by a hash of the key, not by the key: at 16 bytes a
+// slot, it costs a third of an index of the keys themselves, which matters
+// when a restore must fit in a few times the file's size. A hit is
+// verified against the key in the line (a decode of a few hundred bytes,
+// per changed entry of a Commit); the astronomically rare key whose hash
+// another key already has goes to exact instead.
 type entries[K comparable] struct {
-	keys  []K
-	raws  [][]byte
-	index map[K]int
+	lines [][]byte         // nil: deleted
+	index map[uint64]int32 // hash(key) -> position in lines
+	exact map[K]int32      // keys whose hash is another key's; nil until then
+	dead  int              // nil lines
+	hash  func(K) uint64
+	key   func(line []byte) (K, bool) // the key in a line
 }
 
 func newEntries[K comparable](n int) entries[K] {
-	return entries[K]{keys: make([]K, 0, n), raws: make([][]byte, 0, n), index: make(map[K]int, n)}
+	seed := maphash.MakeSeed()
+	return entries[K]{
+		lines: make([][]byte, 0, n),
+		index: make(map[uint64]int32, n),
+		hash:  func(k K) uint64 { return maphash.Comparable(seed, k) },
+		key:   lineKey[K],
+	}
 }
 
-func (e *entries[K]) add(k K, raw []byte) {
-	e.index[k] = len(e.keys)
-	e.keys = append(e.keys, k)
-	e.raws = append(e.raws, raw)
+// lineKey decodes the key of an entry line.
+func lineKey[K comparable](line []byte) (K, bool) {
+	var e struct {
+		Key K `json:"key"`
+	}
+	err := json.Unmarshal(line, &e)
+	return e.Key, err == nil
 }
+
+// find returns where k's line is.
+func (e *entries[K]) find(k K) (i int32, inExact, ok bool) {
+	if e.exact != nil {
+		if i, ok := e.exact[k]; ok {
+			return i, true, true
+		}
+	}
+	i, ok = e.index[e.hash(k)]
+	if !ok {
+		return 0, false, false
+	}
+	if lk, ok := e.key(e.lines[i]); !ok || lk != k {
+		return 0, false, false // another key with the same hash
+	}
+	return i, false, true
+}
+
+// insert records that k's line is at i.
+func (e *entries[K]) insert(k K, i int32) (inExact bool) {
+	h := e.hash(k)
+	if _, taken := e.index[h]; taken {
+		if e.exact == nil {
+			e.exact = make(map[K]int32)
+		}
+		e.exact[k] = i
+		return true
+	}
+	e.index[h] = i
+	return false
+}
+
+func (e *entries[K]) forget(k K, inExact bool) {
+	if inExact {
+		delete(e.exact, k)
+	} else {
+		delete(e.index, e.hash(k))
+	}
+}
+
+// len returns the number of live entries.
+func (e *entries[K]) len() int { return len(e.lines) - e.dead }
 
 // undoStep reverses one applied change.
 type undoStep[K comparable] struct {
-	kind int // undoPop, undoRestore, undoUnswap
-	i    int
-	key  K
-	raw  []byte
+	kind    int // undoPop, undoRestore, undoRevive
+	i       int32
+	key     K
+	raw     []byte
+	inExact bool
 }
 
 const (
-	undoPop     = iota // a new key was appended: pop it
-	undoRestore        // raws[i] was replaced: put raw back
-	undoUnswap         // key at i was deleted and the last entry moved into i
+	undoPop     = iota // key was appended: remove it
+	undoRestore        // lines[i] was replaced: put raw back
+	undoRevive         // key at i was deleted: bring it back
 )
 
 // put stores raw under k and records how to undo it.
 func (e *entries[K]) put(k K, raw []byte, log []undoStep[K]) []undoStep[K] {
-	if i, ok := e.index[k]; ok {
-		log = append(log, undoStep[K]{kind: undoRestore, i: i, raw: e.raws[i]})
-		e.raws[i] = raw
+	if i, _, ok := e.find(k); ok {
+		log = append(log, undoStep[K]{kind: undoRestore, i: i, raw: e.lines[i]})
+		e.lines[i] = raw
 		return log
 	}
-	e.add(k, raw)
-	return append(log, undoStep[K]{kind: undoPop})
+	i := int32(len(e.lines))
+	e.lines = append(e.lines, raw)
+	return append(log, undoStep[K]{kind: undoPop, key: k, inExact: e.insert(k, i)})
 }
 
-// del removes k by moving the last entry into its place (O(1); the file's
-// entry order is not meaningful) and records how to undo it.
+// del removes k and records how to undo it.
 func (e *entries[K]) del(k K, log []undoStep[K]) []undoStep[K] {
-	i, ok := e.index[k]
+	i, inExact, ok := e.find(k)
 	if !ok {
 		return log
 	}
-	log = append(log, undoStep[K]{kind: undoUnswap, i: i, key: k, raw: e.raws[i]})
-	last := len(e.keys) - 1
-	if i != last {
-		e.keys[i], e.raws[i] = e.keys[last], e.raws[last]
-		e.index[e.keys[i]] = i
-	}
-	var zero K
-	e.keys[last], e.raws[last] = zero, nil
-	e.keys, e.raws = e.keys[:last], e.raws[:last]
-	delete(e.index, k)
+	log = append(log, undoStep[K]{kind: undoRevive, i: i, key: k, raw: e.lines[i], inExact: inExact})
+	e.lines[i] = nil
+	e.forget(k, inExact)
+	e.dead++
 	return log
 }
 
@@ -178,23 +241,44 @@ func (e *entries[K]) undo(log []undoStep[K]) {
 		s := log[j]
 		switch s.kind {
 		case undoPop:
-			last := len(e.keys) - 1
-			delete(e.index, e.keys[last])
-			var zero K
-			e.keys[last], e.raws[last] = zero, nil
-			e.keys, e.raws = e.keys[:last], e.raws[:last]
+			e.forget(s.key, s.inExact)
+			e.lines[len(e.lines)-1] = nil
+			e.lines = e.lines[:len(e.lines)-1]
 		case undoRestore:
-			e.raws[s.i] = s.raw
-		case undoUnswap:
-			if s.i == len(e.keys) {
-				e.add(s.key, s.raw)
-				continue
+			e.lines[s.i] = s.raw
+		case undoRevive:
+			e.lines[s.i] = s.raw
+			if s.inExact {
+				e.exact[s.key] = s.i
+			} else {
+				e.index[e.hash(s.key)] = s.i
 			}
-			moved, movedRaw := e.keys[s.i], e.raws[s.i]
-			e.keys[s.i], e.raws[s.i] = s.key, s.raw
-			e.index[s.key] = s.i
-			e.add(moved, movedRaw)
+			e.dead--
 		}
+	}
+}
+
+// compact drops the tombstones once they are a quarter of the lines, so
+// that deletes cost O(1) amortised and the lines do not grow without bound.
+func (e *entries[K]) compact() {
+	if e.dead < 64 || e.dead*4 < len(e.lines) {
+		return
+	}
+	moved := make([]int32, len(e.lines))
+	live := e.lines[:0]
+	for i, l := range e.lines {
+		if l != nil {
+			moved[i] = int32(len(live))
+			live = append(live, l)
+		}
+	}
+	clear(e.lines[len(live):])
+	e.lines, e.dead = live, 0
+	for h, i := range e.index {
+		e.index[h] = moved[i]
+	}
+	for k, i := range e.exact {
+		e.exact[k] = moved[i]
 	}
 }
 
@@ -232,8 +316,8 @@ func (e *encoder) appendEntry(dst []byte, k, v any) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
-// appendFile appends a whole file: the header for m, every line in raws,
-// and the checksum trailer.
+// appendFile appends a whole file: the header for m, every line in raws
+// (nil lines are deleted ones, skipped), and the checksum trailer.
 func appendFile(dst []byte, m Meta, raws [][]byte) []byte {
 	start := len(dst)
 	dst = append(dst, fileStart...)
@@ -253,12 +337,19 @@ func appendFile(dst []byte, m Meta, raws [][]byte) []byte {
 	dst = m.SavedAt.UTC().AppendFormat(dst, time.RFC3339Nano)
 	dst = append(dst, "\",\n"...)
 	dst = append(dst, entriesStart...)
-	for i, raw := range raws {
+	first := true
+	for _, raw := range raws {
+		if raw == nil {
+			continue // deleted
+		}
+		if !first {
+			dst = append(dst, ",\n"...)
+		}
+		first = false
 		dst = append(dst, entryIndent...)
 		dst = append(dst, raw...)
-		if i < len(raws)-1 {
-			dst = append(dst, ',')
-		}
+	}
+	if !first {
 		dst = append(dst, '\n')
 	}
 	dst = append(dst, entriesEnd...)
@@ -406,39 +497,215 @@ func decode[K comparable, V any](data []byte, cfg *config, enc *encoder) (decode
 		return r, fmt.Errorf("%w: the file has schema %d, this binary writes %d and has no upgrade from %d", ErrOlderSchema, p.meta.Schema, cfg.schema, p.meta.Schema)
 	}
 
-	r.snap = Snapshot[K, V]{Meta: p.meta, Entries: make(map[K]V, len(p.lines))}
-	r.ents = newEntries[K](len(p.lines))
-	var e kv[K, V]
-	for i, line := range p.lines {
-		if upgrading {
-			line, err = upgradeLine(line, p.meta.Schema, cfg)
-			if err != nil {
-				r.bad = append(r.bad, EntryError{Index: i, Key: rawKey(p.lines[i]), Err: err})
-				continue
-			}
-		}
-		e = kv[K, V]{} // decoding into a used value would merge maps and slices
-		if err := json.Unmarshal(line, &e); err != nil {
-			r.bad = append(r.bad, EntryError{Index: i, Key: rawKey(line), Err: err})
-			continue
-		}
-		if _, dup := r.snap.Entries[e.Key]; dup {
-			r.bad = append(r.bad, EntryError{Index: i, Key: rawKey(line), Err: errors.New("the key appears twice")})
-			continue
-		}
-		r.snap.Entries[e.Key] = e.Value
-		if upgrading {
-			// Keep the current schema's bytes, so a later Commit writes
-			// the upgraded form.
-			if line, err = enc.appendEntry(nil, e.Key, e.Value); err != nil {
-				r.bad = append(r.bad, EntryError{Index: i, Key: rawKey(line), Err: err})
-				delete(r.snap.Entries, e.Key)
-				continue
-			}
-		}
-		r.ents.add(e.Key, line)
+	n := len(p.lines)
+	r.snap.Entries = make(map[K]V, n)
+	r.ents = newEntries[K](n)
+	r.ents.lines = r.ents.lines[:n]
+	hashable := hashableCheck[K]()
+	// Decoding is nearly all of a restore's time and parallelises well:
+	// the lines are independent. Only the inserts share the maps.
+	workers := 1
+	if n >= parallelDecodeMin && !upgrading {
+		workers = min(runtime.GOMAXPROCS(0), maxDecodeWorkers)
 	}
+	var (
+		mu  sync.Mutex // guards r.snap.Entries, r.ents.index and r.bad
+		wg  sync.WaitGroup
+		per = (n + workers - 1) / workers
+	)
+	for w := 0; w < workers; w++ {
+		lo, hi := w*per, min((w+1)*per, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var bad []EntryError
+			// Inserts go to the shared maps in batches: one lock per
+			// batch, not per entry, keeps the workers out of each other's
+			// way.
+			batch := make([]decoded[K, V], 0, insertBatch)
+			flush := func() {
+				mu.Lock()
+				for _, d := range batch {
+					if _, dup := r.snap.Entries[d.key]; dup {
+						bad = append(bad, EntryError{Index: d.i, Key: rawKey(d.line), Err: errors.New("the key appears twice")})
+						continue
+					}
+					r.snap.Entries[d.key] = d.val
+					r.ents.insert(d.key, int32(d.i))
+					r.ents.lines[d.i] = d.line
+				}
+				mu.Unlock()
+				clear(batch) // drop the references the maps now hold
+				batch = batch[:0]
+			}
+			keep := func(i int, line []byte, k K, v V) {
+				if hashable != nil {
+					if err := hashable(k); err != nil {
+						bad = append(bad, EntryError{Index: i, Key: rawKey(line), Err: err})
+						return
+					}
+				}
+				batch = append(batch, decoded[K, V]{i: i, line: line, key: k, val: v})
+				if len(batch) == cap(batch) {
+					flush()
+				}
+			}
+			if upgrading {
+				bad = decodeUpgrading(p.lines, p.meta.Schema, cfg, enc, keep)
+			} else {
+				bad = decodeRange(p.lines, lo, hi, keep)
+			}
+			flush()
+			mu.Lock()
+			r.bad = append(r.bad, bad...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	r.ents.dead = len(r.bad)
+	slices.SortFunc(r.bad, func(a, b EntryError) int { return a.Index - b.Index })
 	return r, nil
+}
+
+// decodeRange decodes lines[lo:hi] with one json.Decoder: unlike
+// json.Unmarshal per line, it reuses its decoding state, so the only
+// allocations are the decoded values themselves. The stream it reads is the
+// lines separated by newlines; a line that does not hold exactly one value
+// is an error for that line, and decoding goes on from the next one.
+func decodeRange[K comparable, V any](lines [][]byte, lo, hi int, keep func(i int, line []byte, k K, v V)) []EntryError {
+	var bad []EntryError
+	for lo < hi {
+		dec := json.NewDecoder(&lineReader{lines: lines[lo:hi]})
+		var end int64
+		var e kv[K, V]
+		i := lo
+		for ; i < hi; i++ {
+			line := lines[i]
+			end += int64(len(line))
+			e = kv[K, V]{} // decoding into a used value would merge maps and slices
+			err := dec.Decode(&e)
+			var typeErr *json.UnmarshalTypeError
+			if err == nil && dec.InputOffset() != end {
+				err = errors.New("not exactly one JSON value")
+			}
+			if err != nil {
+				bad = append(bad, EntryError{Index: i, Key: rawKey(line), Err: err})
+				if errors.As(err, &typeErr) && dec.InputOffset() == end {
+					end++ // the decoder consumed the value and is in step
+					continue
+				}
+				break // out of step: a new decoder from the next line
+			}
+			end++ // the newline
+			keep(i, line, e.Key, e.Value)
+		}
+		lo = i + 1
+	}
+	return bad
+}
+
+// decodeUpgrading decodes every line after running the upgrade chain on it.
+func decodeUpgrading[K comparable, V any](lines [][]byte, from int, cfg *config, enc *encoder, keep func(i int, line []byte, k K, v V)) []EntryError {
+	var bad []EntryError
+	for i, line := range lines {
+		up, err := upgradeLine(line, from, cfg)
+		if err != nil {
+			bad = append(bad, EntryError{Index: i, Key: rawKey(line), Err: err})
+			continue
+		}
+		var e kv[K, V]
+		if err := json.Unmarshal(up, &e); err != nil {
+			bad = append(bad, EntryError{Index: i, Key: rawKey(up), Err: err})
+			continue
+		}
+		// Keep the current schema's bytes, so a later Commit writes the
+		// upgraded form.
+		cur, err := enc.appendEntry(nil, e.Key, e.Value)
+		if err != nil {
+			bad = append(bad, EntryError{Index: i, Key: rawKey(up), Err: err})
+			continue
+		}
+		keep(i, cur, e.Key, e.Value)
+	}
+	return bad
+}
+
+// lineReader streams lines, each followed by a newline.
+type lineReader struct {
+	lines [][]byte
+	i     int // current line
+	off   int // bytes of it already read; len(line) means its newline is next
+}
+
+func (r *lineReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) && r.i < len(r.lines) {
+		l := r.lines[r.i]
+		if r.off < len(l) {
+			c := copy(p[n:], l[r.off:])
+			n += c
+			r.off += c
+			continue
+		}
+		p[n] = '\n'
+		n++
+		r.i, r.off = r.i+1, 0
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// Decoding runs in parallel from this many entries on, with at most this
+// many goroutines, which insert what they decoded this many at a time.
+const (
+	parallelDecodeMin = 2048
+	maxDecodeWorkers  = 8
+	insertBatch       = 512
+)
+
+// hashableCheck returns, for a key type that holds an interface, a check
+// that a decoded key can be a map key: JSON decodes an object into a map,
+// and a map inside an interface key would panic the insert. For other key
+// types it returns nil: every value of them is hashable.
+func hashableCheck[K comparable]() func(K) error {
+	if !holdsInterface(reflect.TypeFor[K](), 0) {
+		return nil
+	}
+	return func(k K) error {
+		if !reflect.ValueOf(&k).Elem().Comparable() {
+			return errors.New("the key holds a value that cannot be a map key (an object or a list where the key type has an interface)")
+		}
+		return nil
+	}
+}
+
+func holdsInterface(t reflect.Type, depth int) bool {
+	if depth > 32 {
+		return true
+	}
+	switch t.Kind() {
+	case reflect.Interface:
+		return true
+	case reflect.Array:
+		return holdsInterface(t.Elem(), depth+1)
+	case reflect.Struct:
+		for i := 0; i < t.NumField(); i++ {
+			if holdsInterface(t.Field(i).Type, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// decoded is an entry on its way into the maps.
+type decoded[K comparable, V any] struct {
+	i    int
+	line []byte
+	key  K
+	val  V
 }
 
 // upgradeLine runs the upgrade chain from schema from to the current one.

@@ -47,10 +47,10 @@ func FuzzDecodeSealed(f *testing.F) {
 			}
 			return
 		}
-		if len(res.ents.keys) != len(res.snap.Entries) {
-			t.Fatalf("kept %d lines for %d entries", len(res.ents.keys), len(res.snap.Entries))
+		if len(res.ents.index) != len(res.snap.Entries) {
+			t.Fatalf("indexed %d lines for %d entries", len(res.ents.index), len(res.snap.Entries))
 		}
-		again, err := decode[fkey, map[string]int](appendFile(nil, res.snap.Meta, res.ents.raws), &cfg, newEncoder())
+		again, err := decode[fkey, map[string]int](appendFile(nil, res.snap.Meta, res.ents.lines), &cfg, newEncoder())
 		if err != nil || len(again.bad) > 0 {
 			t.Fatalf("re-encoded file does not decode: %v %v", err, again.bad)
 		}
@@ -61,46 +61,79 @@ func FuzzDecodeSealed(f *testing.F) {
 }
 
 // TestEntriesUndo applies random changes and undoes them: the entries must
-// come back exactly, index included.
+// come back exactly; compaction keeps them too. A hash with many
+// collisions (k mod 8) exercises the exact index as well as the hashed one.
 func TestEntriesUndo(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
-	for round := 0; round < 500; round++ {
-		e := newEntries[int](0)
-		for i := 0; i < rng.Intn(20); i++ {
-			e.add(i, []byte(fmt.Sprint("v", i)))
-		}
-		before := snapshotEntries(e)
-		var log []undoStep[int]
-		for n := rng.Intn(30); n > 0; n-- {
-			k := rng.Intn(30)
-			if rng.Intn(2) == 0 {
-				log = e.del(k, log)
-			} else {
-				log = e.put(k, []byte(fmt.Sprint("w", k, "-", n)), log)
+	line := func(k int, v string) []byte { return []byte(fmt.Sprintf(`{"key":%d,"value":%q}`, k, v)) }
+	for _, colliding := range []bool{false, true} {
+		for round := 0; round < 300; round++ {
+			e := newEntries[int](0)
+			if colliding {
+				e.hash = func(k int) uint64 { return uint64(k % 8) }
 			}
-			checkIndex(t, e)
+			for i := 0; i < rng.Intn(200); i++ {
+				e.put(i, line(i, "v"), nil)
+			}
+			for i := 0; i < rng.Intn(150); i++ {
+				e.del(rng.Intn(200), nil)
+			}
+			checkIndex(t, e, 220)
+			before := snapshotEntries(e, 220)
+			var log []undoStep[int]
+			for n := rng.Intn(30); n > 0; n-- {
+				k := rng.Intn(220)
+				if rng.Intn(2) == 0 {
+					log = e.del(k, log)
+				} else {
+					log = e.put(k, line(k, fmt.Sprint("w", n)), log)
+				}
+				checkIndex(t, e, 220)
+			}
+			e.undo(log)
+			checkIndex(t, e, 220)
+			require.Equal(t, before, snapshotEntries(e, 220), "round %d: undo", round)
+			if rng.Intn(2) == 0 {
+				e.compact()
+				checkIndex(t, e, 220)
+				require.Equal(t, before, snapshotEntries(e, 220), "round %d: compact", round)
+			}
 		}
-		e.undo(log)
-		checkIndex(t, e)
-		require.Equal(t, before, snapshotEntries(e), "round %d", round)
 	}
 }
 
-func snapshotEntries(e entries[int]) map[int]string {
-	m := make(map[int]string, len(e.keys))
-	for i, k := range e.keys {
-		m[k] = string(e.raws[i])
+// snapshotEntries returns what e holds for keys 0..n-1, found through the
+// index as Commit finds them.
+func snapshotEntries(e entries[int], n int) map[int]string {
+	m := map[int]string{}
+	for k := 0; k < n; k++ {
+		if i, _, ok := e.find(k); ok {
+			m[k] = string(e.lines[i])
+		}
 	}
 	return m
 }
 
-func checkIndex(t *testing.T, e entries[int]) {
+func checkIndex(t *testing.T, e entries[int], n int) {
 	t.Helper()
-	require.Len(t, e.index, len(e.keys))
-	require.Len(t, e.raws, len(e.keys))
-	for i, k := range e.keys {
-		require.Equal(t, i, e.index[k])
+	nonNil := 0
+	for _, l := range e.lines {
+		if l != nil {
+			nonNil++
+		}
 	}
+	require.Equal(t, len(e.index)+len(e.exact), nonNil, "every live line is indexed once")
+	require.Equal(t, len(e.lines)-nonNil, e.dead, "dead counts the tombstones")
+	found := 0
+	for k := 0; k < n; k++ {
+		if i, _, ok := e.find(k); ok {
+			found++
+			lk, ok := e.key(e.lines[i])
+			require.True(t, ok)
+			require.Equal(t, k, lk, "find(%d) leads to its own line", k)
+		}
+	}
+	require.Equal(t, nonNil, found)
 }
 
 func TestParseRejectsLayoutErrors(t *testing.T) {
@@ -125,4 +158,27 @@ func TestParseRejectsLayoutErrors(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// TestDecodeRangeStaysInStep: a line with a wrong type, a line with two
+// values and a line that is not JSON each fail alone; the lines around them
+// decode.
+func TestDecodeRangeStaysInStep(t *testing.T) {
+	lines := [][]byte{
+		[]byte(`{"key":"a","value":1}`),
+		[]byte(`{"key":"b","value":"two"}`),
+		[]byte(`{"key":"c","value":3}`),
+		[]byte(`{"key":"d","value":4} {"key":"x","value":9}`),
+		[]byte(`{"key":"e","value":5}`),
+		[]byte(`{"key":"f","value":`),
+		[]byte(`{"key":"g","value":7}`),
+	}
+	got := map[string]int{}
+	bad := decodeRange(lines, 0, len(lines), func(i int, line []byte, k string, v int) { got[k] = v })
+	assert.Equal(t, map[string]int{"a": 1, "c": 3, "e": 5, "g": 7}, got)
+	var idx []int
+	for _, b := range bad {
+		idx = append(idx, b.Index)
+	}
+	assert.Equal(t, []int{1, 3, 5}, idx)
 }

@@ -146,11 +146,12 @@ func (c *core[K, V]) save(ctx context.Context, s Snapshot[K, V]) error {
 	ents := newEntries[K](len(keys))
 	start := 0
 	for i, k := range keys {
-		ents.add(k, blob[start:ends[i]:ends[i]])
+		ents.insert(k, int32(i))
+		ents.lines = append(ents.lines, blob[start:ends[i]:ends[i]])
 		start = ends[i]
 	}
 	meta := c.nextMeta(s.Meta)
-	c.out = appendFile(c.out[:0], meta, ents.raws)
+	c.out = appendFile(c.out[:0], meta, ents.lines)
 	if err := c.be.replace(c.out, c.exists); err != nil {
 		return err
 	}
@@ -192,11 +193,12 @@ func (c *core[K, V]) commit(ctx context.Context, m Meta, changes []Change[K, V])
 		start = ends[i]
 	}
 	meta := c.nextMeta(m)
-	c.out = appendFile(c.out[:0], meta, c.ents.raws)
+	c.out = appendFile(c.out[:0], meta, c.ents.lines)
 	if err := c.be.replace(c.out, c.exists); err != nil {
 		c.ents.undo(c.undo)
 		return err
 	}
+	c.ents.compact()
 	c.seq, c.exists = meta.Seq, true
 	c.trimOut()
 	return nil

@@ -1,0 +1,68 @@
+package benchref
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// Key and Alloc are the entries of the benchmarks: an IPAM key as the CNI
+// spec defines it (a 64-hex-digit container ID, as containerd makes them)
+// and an allocation, about 200 bytes of JSON each.
+type Key struct {
+	Network     string `json:"network"`
+	ContainerID string `json:"containerID"`
+	IfName      string `json:"ifName"`
+}
+
+// Alloc is the value of an entry.
+type Alloc struct {
+	IPs       []netip.Addr `json:"ips"`
+	Allocated time.Time    `json:"allocated"`
+}
+
+// KeyOf returns the i-th key.
+func KeyOf(i int) Key {
+	return Key{Network: "aws-cni", ContainerID: fmt.Sprintf("%064x", uint64(i)*0x9e3779b97f4a7c15), IfName: "eth0"}
+}
+
+// ValueOf returns a value for the i-th key; gen changes it.
+func ValueOf(i, gen int) Alloc {
+	ip := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+	return Alloc{IPs: []netip.Addr{ip}, Allocated: time.Date(2026, 11, 30, 8, 0, 0, gen, time.UTC)}
+}
+
+// Entries returns n entries.
+func Entries(n int) map[Key]Alloc {
+	m := make(map[Key]Alloc, n)
+	for i := 0; i < n; i++ {
+		m[KeyOf(i)] = ValueOf(i, 0)
+	}
+	return m
+}
+
+// Clock adds up the time of the calls it runs: a benchmark runs its own
+// operation and a reference in turn, on one Clock each, so that both see
+// the same machine (these machines are shared and their disks noisy) and
+// their ratio is stable where absolute times are not.
+type Clock struct {
+	Total time.Duration
+	Calls int
+}
+
+// Run times one call of op.
+func (c *Clock) Run(op func() error) error {
+	start := time.Now()
+	err := op()
+	c.Total += time.Since(start)
+	c.Calls++
+	return err
+}
+
+// PerCall returns the mean time of a call.
+func (c *Clock) PerCall() time.Duration {
+	if c.Calls == 0 {
+		return 0
+	}
+	return c.Total / time.Duration(c.Calls)
+}
