@@ -75,7 +75,10 @@ type Config[K comparable, V any] struct {
 	// Strict makes Restore fail on anything it cannot read: an unreadable
 	// checkpoint or entry, a partial or failed legacy listing. By default
 	// Restore logs the problem, reports it in Report.Errors, skips what it
-	// cannot read and goes on.
+	// cannot read and goes on. Either way Restore refuses (ErrStale,
+	// ErrUnsafeRestore) when every side it could serve is known to be
+	// stale, and fails when the side its phase restores from cannot be
+	// read at all.
 	Strict bool
 
 	// PruneOrphans drops, in phase 2, entries the checkpoint has and legacy
@@ -96,7 +99,8 @@ type Config[K comparable, V any] struct {
 	// BootID enables the boot epoch: a checkpoint written in another boot
 	// is stale and discarded (its state died with the reboot). Use
 	// checkpoint.KernelBootID. When empty, the boot ID of the Checkpoint
-	// is used if it has one (checkpoint.WithBootID).
+	// is used if it has one: opening a checkpoint.File with
+	// checkpoint.WithBootID is enough to turn the epoch on.
 	BootID string
 
 	// Logger receives the restore report and write failures: keys, counts

@@ -55,7 +55,8 @@
 //     nothing else: it fails with Config.Strict (leaving the file in place)
 //     and otherwise starts empty with the error in Report.Errors. A checkpoint
 //     whose checksum holds but some entries cannot be decoded serves the
-//     rest, unless Strict.
+//     rest, unless Strict: the file is moved aside (Report.Quarantined) and
+//     saved again without them, and Report.Errors names their keys.
 //   - With a boot epoch (Config.BootID), a checkpoint from an earlier boot
 //     is stale and discarded (Report.Stale).
 //   - The side the phase restores from must be readable: a legacy listing
@@ -144,5 +145,10 @@
 //   - Match must map two keys to the same identity only if they name the
 //     same entry; a pod with two interfaces needs the interface in the
 //     identity.
+//   - Phase 1 trusts legacy completely: with a legacy source that is empty
+//     after every restart (a registry kept only in memory), phase 1
+//     rewrites the checkpoint empty. Such a daemon skips phase 1 (0 → 2 →
+//     3); phase 2 keeps and reports what only the checkpoint has.
+//   - Values are not copied; see Store.
 //   - Report key lists are in no particular order.
 package migrate

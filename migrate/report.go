@@ -104,8 +104,8 @@ func (r Report[K]) fields() []zap.Field {
 		}
 		return []zap.Field{zap.Int(name, len(ks)), zap.Strings(name+"Keys", shown)}
 	}
+	// The Store's logger already carries the phase.
 	f := []zap.Field{
-		zap.Stringer("phase", r.Phase),
 		zap.String("readFrom", r.ReadFrom),
 		zap.Int("restored", r.Restored),
 		zap.Int("fromCheckpoint", r.FromCheckpoint),

@@ -74,7 +74,7 @@ func (s *Store[K, V]) readCheckpoint(ctx context.Context, r *Report[K]) (ckptRea
 	case errors.Is(err, checkpoint.ErrBadEntry):
 		// Served in phases 2 and 3: Strict wants every entry.
 		if s.cfg.Strict && p.RestoresFromCheckpoint() {
-			return c, restoreErr("strict: %w; the file was left in place: fix or remove the entries, or restore without Strict to set them aside", err)
+			return c, restoreErr("strict: %w; the file was left in place for inspection: restore without Config.Strict to move it aside and serve the other entries", err)
 		}
 		r.Errors = append(r.Errors, err)
 		c.snap, c.usable, c.partial = snap, true, true

@@ -43,6 +43,11 @@ func (o Origin) String() string {
 // (Put, Delete, Update) from many goroutines are group-committed: one
 // checkpoint save carries every change that queued while the previous save
 // ran, and each caller returns when its own change is durable.
+//
+// Values are kept as given, not copied: a value holding a map, a slice or
+// a pointer shares what it points to with the Store. Treat what Get, All
+// and Tx.Get return as read-only, and change a copy (then Put it): changing
+// it in place would change served state that is not on disk.
 type Store[K comparable, V any] struct {
 	cfg      Config[K, V]
 	log      *zap.Logger
