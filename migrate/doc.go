@@ -136,6 +136,11 @@
 //   - Every write saves the whole checkpoint file (only changed entries are
 //     re-encoded), so its cost grows with the size of the state; group
 //     commit shares that cost among concurrent writers.
+//   - An Update is atomic on the checkpoint (one save) but not on an
+//     explicit legacy source, which takes one write per key: a crash
+//     between those writes leaves part of the Update in legacy, and the
+//     phases that restore from legacy (0 and 1, and phase 2's backfill)
+//     can serve that part.
 //   - Compensation of an explicit legacy write is best effort: if undoing
 //     also fails, legacy may keep a write that was not acknowledged. The
 //     restore rules bound the damage (phase 1 rewrites the checkpoint from

@@ -562,7 +562,11 @@ func (tx *Tx[K, V]) set(o op[K, V]) {
 
 // Update runs fn on a transaction and commits its changes as one: every
 // side sees all of them or none. If fn returns an error, nothing is
-// written and Update returns that error. fn runs once, against the
+// written and Update returns that error. The checkpoint takes the changes
+// in one save, so a crash leaves all of them or none there; an explicit
+// legacy source takes one write per key, so a crash between those writes
+// can leave part of the Update in legacy (a failure, unlike a crash, is
+// compensated). fn runs once, against the
 // committed state, while no other write commits, so what it reads stays
 // true until its changes are durable; fn must not call the Store's write
 // methods (Put, Delete, Update), which would wait for it forever.
