@@ -305,9 +305,27 @@ func (d *disk) replace(data []byte, keepPrev bool) error {
 	// synced: a power cut could bring the old entry back. renameio stops
 	// before this step; raft's file snapshot store and etcd take it.
 	if err := d.fs.SyncDir(d.dir); err != nil {
+		d.undoRename(keepPrev)
 		return fail("fsync directory", err)
 	}
 	return nil
+}
+
+// undoRename puts the previous checkpoint back at path after the rename of
+// a save that then failed, or removes the new file if there was none
+// before: a save reported failed must not be visible, or a restart would
+// serve a write its caller was told did not happen. Best effort: after a
+// failed fsync nothing is known to be durable, and the next save replaces
+// the file anyway.
+func (d *disk) undoRename(hadPrev bool) {
+	if !hadPrev {
+		_ = d.fs.Remove(d.path)
+		return
+	}
+	_ = d.fs.Remove(d.prevTmp)
+	if d.fs.Link(d.prev, d.prevTmp) == nil && d.fs.Rename(d.prevTmp, d.path) != nil {
+		_ = d.fs.Remove(d.prevTmp)
+	}
 }
 
 func (d *disk) quarantine() (string, error) {
