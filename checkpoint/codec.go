@@ -584,6 +584,9 @@ func decodeRange[K comparable, V any](lines [][]byte, lo, hi int, keep func(i in
 			end += int64(len(line))
 			e = kv[K, V]{} // decoding into a used value would merge maps and slices
 			err := dec.Decode(&e)
+			if err != nil {
+				err = decodeError[K](line, err)
+			}
 			var typeErr *json.UnmarshalTypeError
 			if err == nil && dec.InputOffset() != end {
 				err = errors.New("not exactly one JSON value")
@@ -615,7 +618,7 @@ func decodeUpgrading[K comparable, V any](lines [][]byte, from int, cfg *config,
 		}
 		var e kv[K, V]
 		if err := json.Unmarshal(up, &e); err != nil {
-			bad = append(bad, EntryError{Index: i, Key: rawKey(up), Err: err})
+			bad = append(bad, EntryError{Index: i, Key: rawKey(up), Err: decodeError[K](up, err)})
 			continue
 		}
 		// Keep the current schema's bytes, so a later Commit writes the

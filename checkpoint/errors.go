@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -116,6 +117,46 @@ func (e *BadEntriesError) Unwrap() []error {
 	}
 	return errs
 }
+
+// decodeError returns the error to report for an entry line that did not
+// decode: err itself when the key is at fault (keys are not secret), and
+// otherwise a *valueError, whose text does not quote the value. Decoders
+// of value types do quote their input (netip.ParseAddr, time.Parse), and
+// these errors reach Report.Errors and logs, where values must never go.
+func decodeError[K comparable](line []byte, err error) error {
+	var raw rawKV
+	if json.Unmarshal(line, &raw) == nil && len(raw.Key) > 0 {
+		var k K
+		if kerr := json.Unmarshal(raw.Key, &k); kerr != nil {
+			return kerr
+		}
+	}
+	return &valueError{err: err}
+}
+
+// valueError is an entry whose value does not decode. Its text names the
+// JSON kind and the Go type involved, never the value; the decoder's error
+// stays reachable with errors.As.
+type valueError struct{ err error }
+
+func (e *valueError) Error() string {
+	var te *json.UnmarshalTypeError
+	if errors.As(e.err, &te) {
+		kind, _, _ := strings.Cut(te.Value, " ") // "number 1234" quotes the number
+		field := ""
+		if te.Field != "" {
+			field = " in field " + te.Field
+		}
+		return fmt.Sprintf("the value does not decode: a JSON %s%s where Go type %v is expected", kind, field, te.Type)
+	}
+	var se *json.SyntaxError
+	if errors.As(e.err, &se) {
+		return fmt.Sprintf("the entry is not valid JSON (at offset %d)", se.Offset)
+	}
+	return fmt.Sprintf("the value does not decode (%T; its message is not shown, as it may quote the value)", e.err)
+}
+
+func (e *valueError) Unwrap() error { return e.err }
 
 // pathError says which operation and step failed on which path, the way
 // fs.PathError does, so that errors.As(err, *fs.PathError) works too.
