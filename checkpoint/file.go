@@ -24,9 +24,11 @@ type File[K comparable, V any] struct {
 
 // Open opens the checkpoint at path, which need not exist yet.
 //
-// Open creates path's directory if it is missing (mode 0700), takes an
-// exclusive lock on path+".lock" for the life of the File, and then removes
-// temporary files that a save interrupted by a crash left next to path.
+// Open creates path's directory if it is missing (mode 0700, made durable
+// by an fsync of its parent, so that the first save survives a power cut),
+// takes an exclusive lock on path+".lock" for the life of the File, and
+// then removes temporary files that a save interrupted by a crash left
+// next to path.
 // When another File holds the lock, in this process or another, Open waits
 // until ctx is done (or the WithLockWait bound elapses) and returns an error
 // matching ErrLocked that names the path and, when it can, the holder's PID.
