@@ -54,10 +54,6 @@ var (
 	// looked at, so it is not replaced until Quarantine moved it aside.
 	ErrUnreadable = errors.New("refusing to replace a checkpoint that could not be read")
 
-	// ErrNoBase is returned by Commit when there is nothing to apply
-	// changes to: no Load or Save has succeeded yet.
-	ErrNoBase = errors.New("checkpoint Commit needs a successful Load or Save first")
-
 	// ErrEncode is returned by Save and Commit when a key or value cannot
 	// be encoded as JSON (a NaN, a channel, a failing MarshalJSON). Nothing
 	// is written.

@@ -38,6 +38,10 @@
 //     dropped with Config.PruneOrphans (Report.Pruned) - keeping leaks an
 //     IP, dropping can hand one out twice. Entries both have with other
 //     values are reported (Report.Diverged) and resolved by Config.Merge.
+//     A legacy the Store writes is then brought in line with what is
+//     served (Report.LegacyHealed): phase 2 writes the checkpoint first,
+//     so a crash can leave legacy one write behind, and a later downgrade
+//     must not serve an older value than this start did.
 //   - A checkpoint written by phase 3, which does not write legacy, makes an
 //     explicitly written legacy stale: a lower phase (0 included, when it
 //     has a Checkpoint) restores from the checkpoint instead, writes legacy

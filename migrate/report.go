@@ -42,7 +42,7 @@ type Report[K comparable] struct {
 	CheckpointRewritten bool   // the checkpoint was saved before Restore returned
 	Stale               string // why the checkpoint was not trusted; "" if it was
 	StaleLegacy         string // why legacy was not trusted; "" if it was
-	LegacyHealed        int    // writes made to bring a stale legacy current
+	LegacyHealed        int    // writes made to bring an explicit legacy in line with what is served
 	Quarantined         string // where an unreadable checkpoint was moved; "" if none
 	Errors              []error
 }
@@ -76,6 +76,8 @@ func (r Report[K]) String() string {
 	}
 	if r.StaleLegacy != "" {
 		fmt.Fprintf(&b, ", stale legacy: %s (%d writes to heal it)", r.StaleLegacy, r.LegacyHealed)
+	} else if r.LegacyHealed > 0 {
+		fmt.Fprintf(&b, ", legacy brought in line (%d writes)", r.LegacyHealed)
 	}
 	if r.Quarantined != "" {
 		fmt.Fprintf(&b, ", quarantined to %s", r.Quarantined)
@@ -125,7 +127,10 @@ func (r Report[K]) fields() []zap.Field {
 		f = append(f, zap.String("stale", r.Stale))
 	}
 	if r.StaleLegacy != "" {
-		f = append(f, zap.String("staleLegacy", r.StaleLegacy), zap.Int("legacyHealed", r.LegacyHealed))
+		f = append(f, zap.String("staleLegacy", r.StaleLegacy))
+	}
+	if r.LegacyHealed > 0 {
+		f = append(f, zap.Int("legacyHealed", r.LegacyHealed))
 	}
 	if r.Quarantined != "" {
 		f = append(f, zap.String("quarantined", r.Quarantined))

@@ -138,7 +138,7 @@ func (s *Store[K, V]) restore(ctx context.Context, r *Report[K]) (state[K, V], e
 
 	// Read legacy.
 	var leg map[K]V
-	legOK := false
+	legOK, legPartial := false, false
 	if s.cfg.Legacy != nil {
 		m, err := s.cfg.Legacy.List(ctx)
 		served := legacyStale == "" && (p.RestoresFromLegacy() || (p == PhaseMigrate && !ck.usable))
@@ -150,7 +150,7 @@ func (s *Store[K, V]) restore(ctx context.Context, r *Report[K]) (state[K, V], e
 				return state[K, V]{}, restoreErr("strict: reading legacy: %w", err)
 			}
 			r.Errors = append(r.Errors, fmt.Errorf("reading legacy: %w", err))
-			leg, legOK = m, true
+			leg, legOK, legPartial = m, true, true
 		case served:
 			return state[K, V]{}, restoreErr("reading legacy, which phase %d (%s) restores from: %w", int(p), p, err)
 		case legacyStale != "":
@@ -169,6 +169,7 @@ func (s *Store[K, V]) restore(ctx context.Context, r *Report[K]) (state[K, V], e
 	var served map[K]V
 	st := state[K, V]{}
 	rewrite := false
+	legacyInLine := false // legacy was written to hold exactly served
 	switch {
 	case legacyStale != "":
 		served, st.def = ck.snap.Entries, OriginCheckpoint
@@ -211,6 +212,19 @@ func (s *Store[K, V]) restore(ctx context.Context, r *Report[K]) (state[K, V], e
 			r.ReadFrom = ReadCheckpoint
 		}
 		rewrite = changed || !ck.exists || !ck.usable || ck.partial
+		// Phase 2 writes the checkpoint first: a crash before the legacy
+		// write leaves legacy behind what is now served. Bring an
+		// explicit legacy in line, so that a downgrade serves what this
+		// start served. A partial listing cannot tell what to delete.
+		if s.explicit != nil && legOK && !legPartial {
+			n, err := s.healLegacy(ctx, served, leg)
+			r.LegacyHealed = n
+			if err != nil {
+				r.Errors = append(r.Errors, fmt.Errorf("bringing legacy in line with what is served: %w", err))
+			} else if n > 0 {
+				legacyInLine = true
+			}
+		}
 	default: // phase 3
 		served, st.def = ck.snap.Entries, OriginCheckpoint
 		if !ck.usable {
@@ -250,7 +264,7 @@ func (s *Store[K, V]) restore(ctx context.Context, r *Report[K]) (state[K, V], e
 			st.ids[s.match(k)] = k
 		}
 	}
-	if s.explicit != nil && legOK && legacyStale == "" && s.match != nil {
+	if s.explicit != nil && legOK && legacyStale == "" && !legacyInLine && s.match != nil {
 		// Remember where legacy keeps entries under another key, so that
 		// writing legacy also removes the placeholder.
 		for lk := range leg {

@@ -328,6 +328,9 @@ func runRestoreCase(t *testing.T, c setup, p migrate.Phase, explicit, strict boo
 		wantLegacy := want.legacyAfter
 		if wantLegacy == nil {
 			wantLegacy = legacyL
+			if p == migrate.PhaseMigrate {
+				wantLegacy = want.served // phase 2 brings an explicit legacy in line with what it serves
+			}
 		}
 		assert.Equal(t, wantLegacy, w.impl.Snapshot(), "legacy afterwards")
 		if want.staleLegacy {

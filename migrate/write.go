@@ -409,6 +409,7 @@ func (s *Store[K, V]) saveCheckpoint(ctx context.Context, work []*pending[K, V],
 			for _, w := range work {
 				if w.err == nil {
 					if eerr := encodable(w.plans); eerr != nil {
+						s.log.Warn("a write cannot be encoded for the checkpoint", zap.Error(eerr))
 						w.err = fmt.Errorf("migrate: %w: %w", ErrCheckpointWrite, eerr)
 						if undo != nil {
 							undo(w)

@@ -287,6 +287,7 @@ type entry[K comparable, V any] struct {
 type maybeVal[K comparable, V any] struct {
 	before, after       entry[K, V]
 	hadBefore, hasAfter bool
+	beforeOptional      bool // before was an orphan, which may be gone
 }
 
 // run plays one sequence.
@@ -304,7 +305,7 @@ type run[K comparable, V any] struct {
 	boot int
 
 	truth     map[K]entry[K, V]    // identity -> acknowledged entry
-	orphans   map[K]bool           // identities the Store kept and reported: may be served
+	orphans   map[K]entry[K, V]    // identities the Store kept and reported: may be served, as they were
 	uncertain map[K]maybeVal[K, V] // identities a cut write left undecided
 
 	// The crash instant of a crashMidWrite: after the cutAt-th durable
@@ -332,7 +333,7 @@ func newRun[K comparable, V any](cfg *Config[K, V], seq []migrate.Phase, seed in
 		seq:       seq,
 		rng:       rand.New(rand.NewSource(seed)),
 		truth:     map[K]entry[K, V]{},
-		orphans:   map[K]bool{},
+		orphans:   map[K]entry[K, V]{},
 		uncertain: map[K]maybeVal[K, V]{},
 	}
 	r.disk = checkpoint.NewMemory[K, V](checkpoint.WithBootID(func() (string, error) { return "boot-0", nil }))
@@ -524,7 +525,7 @@ func (r *run[K, V]) verify(s *migrate.Store[K, V], rep migrate.Report[K]) []stri
 		switch {
 		case ok && m.hasAfter && r.sameValue(m.after, got.val):
 		case ok && m.hadBefore && r.sameValue(m.before, got.val):
-		case !ok && (!m.hadBefore || !m.hasAfter):
+		case !ok && (!m.hadBefore || !m.hasAfter || m.beforeOptional):
 		default:
 			problems = append(problems, fmt.Sprintf("CUT WRITE: %v is served as %v (present: %v), but the write a crash cut short leaves only %v (present: %v) or %v (present: %v)",
 				id, got.val, ok, m.before.val, m.hadBefore, m.after.val, m.hasAfter))
@@ -540,16 +541,21 @@ func (r *run[K, V]) verify(s *migrate.Store[K, V], rep migrate.Report[K]) []stri
 		switch {
 		case ok && inLegacy:
 			r.truth[id] = got
-		case ok || inLegacy:
-			r.orphans[id] = true
+		case ok:
+			r.orphans[id] = got
+		case inLegacy:
+			r.orphans[id] = m.after
+			if !m.hasAfter {
+				r.orphans[id] = m.before
+			}
 		}
 	}
 	for id, got := range served {
 		if _, ok := r.truth[id]; ok {
 			continue
 		}
-		if reported[id] || r.orphans[id] {
-			r.orphans[id] = true
+		if _, known := r.orphans[id]; reported[id] || known {
+			r.orphans[id] = got
 			continue
 		}
 		if _, ok := r.uncertain[id]; ok {
@@ -689,6 +695,8 @@ func (r *run[K, V]) step(s *migrate.Store[K, V], p migrate.Phase) {
 			m := maybeVal[K, V]{after: c.e, hasAfter: !c.del}
 			if before, ok := r.truth[c.id]; ok {
 				m.before, m.hadBefore = before, true
+			} else if o, ok := r.orphans[c.id]; ok {
+				m.before, m.hadBefore, m.beforeOptional = o, true, true
 			} else if u, ok := r.uncertain[c.id]; ok {
 				m.before, m.hadBefore = u.after, u.hasAfter
 			}
