@@ -12,8 +12,12 @@
 // a socket; [Server.Kill] stops it the way a crash does, leaving the socket
 // file behind.
 //
+// # Caveats
+//
 // It is not a container runtime: it starts nothing and checks nothing, and
-// it is not meant for production use.
+// it is not meant for production use. It answers only the calls a sandbox
+// lister makes, and keeps its sandboxes in memory: a new Runtime starts
+// empty.
 package critest
 
 import (
