@@ -2,7 +2,6 @@ package checkpoint_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -111,15 +110,7 @@ func BenchmarkLoad(b *testing.B) {
 					err = fmt.Errorf("loaded %d of %d", len(s.Entries), n)
 				}
 				return err
-			}, func() error {
-				var doc struct {
-					Entries []struct {
-						Key   bkey `json:"key"`
-						Value bval `json:"value"`
-					} `json:"entries"`
-				}
-				return json.Unmarshal(data, &doc)
-			})
+			}, func() error { return benchref.Unmarshal(data) })
 			b.ReportMetric(float64(ours.Total)/float64(ref.Total), "x-unmarshal")
 		})
 	}

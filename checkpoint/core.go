@@ -121,13 +121,35 @@ func (c *core[K, V]) nextMeta(m Meta) Meta {
 	return m
 }
 
-func (c *core[K, V]) save(ctx context.Context, s Snapshot[K, V]) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// mayWrite tells whether a save may run now. The caller holds c.mu.
+func (c *core[K, V]) mayWrite(ctx context.Context) error {
 	if err := c.check(ctx); err != nil {
 		return err
 	}
-	if err := c.writable(); err != nil {
+	return c.writable()
+}
+
+// write writes lines as the whole file, with m's caller fields, and
+// records the new sequence number. The caller holds c.mu.
+func (c *core[K, V]) write(m Meta, lines [][]byte) error {
+	meta := c.nextMeta(m)
+	c.out = appendFile(c.out[:0], meta, lines)
+	if err := c.be.replace(c.out, c.exists); err != nil {
+		return err
+	}
+	c.seq, c.exists = meta.Seq, true
+	// Let a buffer that grew for a much bigger file go, so a checkpoint
+	// that shrank does not pin its old size for ever.
+	if cap(c.out) > 1<<20 && cap(c.out) > 4*len(c.out) {
+		c.out = nil
+	}
+	return nil
+}
+
+func (c *core[K, V]) save(ctx context.Context, s Snapshot[K, V]) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.mayWrite(ctx); err != nil {
 		return err
 	}
 	// Encode every entry into one block, then cut it into lines: one
@@ -150,23 +172,17 @@ func (c *core[K, V]) save(ctx context.Context, s Snapshot[K, V]) error {
 		ents.lines = append(ents.lines, blob[start:ends[i]:ends[i]])
 		start = ends[i]
 	}
-	meta := c.nextMeta(s.Meta)
-	c.out = appendFile(c.out[:0], meta, ents.lines)
-	if err := c.be.replace(c.out, c.exists); err != nil {
+	if err := c.write(s.Meta, ents.lines); err != nil {
 		return err
 	}
-	c.ents, c.seq, c.exists = ents, meta.Seq, true
-	c.trimOut()
+	c.ents = ents
 	return nil
 }
 
 func (c *core[K, V]) commit(ctx context.Context, m Meta, changes []Change[K, V]) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.check(ctx); err != nil {
-		return err
-	}
-	if err := c.writable(); err != nil {
+	if err := c.mayWrite(ctx); err != nil {
 		return err
 	}
 	// Encode the new lines before touching anything: an entry that cannot
@@ -192,25 +208,14 @@ func (c *core[K, V]) commit(ctx context.Context, m Meta, changes []Change[K, V])
 		}
 		start = ends[i]
 	}
-	meta := c.nextMeta(m)
-	c.out = appendFile(c.out[:0], meta, c.ents.lines)
-	if err := c.be.replace(c.out, c.exists); err != nil {
+	err := c.write(m, c.ents.lines)
+	if err != nil {
 		c.ents.undo(c.undo)
-		return err
+	} else {
+		c.ents.compact()
 	}
-	c.ents.compact()
-	c.seq, c.exists = meta.Seq, true
-	c.trimOut()
-	return nil
-}
-
-// trimOut lets a buffer that grew for a much bigger file go, so a checkpoint
-// that shrank does not pin its old size forever.
-func (c *core[K, V]) trimOut() {
-	if cap(c.out) > 1<<20 && cap(c.out) > 4*len(c.out) {
-		c.out = nil
-	}
-	clear(c.undo[:cap(c.undo)])
+	clear(c.undo[:cap(c.undo)]) // drop the lines it refers to
+	return err
 }
 
 func (c *core[K, V]) quarantine(ctx context.Context) (string, error) {

@@ -97,6 +97,28 @@ func newRefs(b *testing.B, n int) refs {
 	}
 }
 
+// step runs each reference once, untimed, next to one of the benchmark's
+// own operations: the limit, and ipamdOps mutations of the ipamd pattern.
+func (r refs) step(b *testing.B, limit, ipamd *benchref.Clock, ipamdOps int) {
+	b.Helper()
+	b.StopTimer()
+	defer b.StartTimer()
+	if err := limit.Run(r.limit); err != nil {
+		b.Fatal(err)
+	}
+	err := ipamd.Run(func() error {
+		for j := 0; j < ipamdOps; j++ {
+			if err := r.ipamd(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
 // around runs op k times before and k times after the benchmark's own run
 // (for runs that cannot interleave, such as many writers at once).
 func around(b *testing.B, c *benchref.Clock, op func() error, k int, run func()) {
@@ -194,14 +216,7 @@ func BenchmarkPut(b *testing.B) {
 						if err := ours.Run(func() error { return put(i) }); err != nil {
 							b.Fatal(err)
 						}
-						b.StopTimer()
-						if err := limit.Run(ref.limit); err != nil {
-							b.Fatal(err)
-						}
-						if err := ipamd.Run(ref.ipamd); err != nil {
-							b.Fatal(err)
-						}
-						b.StartTimer()
+						ref.step(b, &limit, &ipamd, 1)
 					}
 				} else {
 					k := min(max(b.N/(8*w), 3), 100)
@@ -241,13 +256,8 @@ func BenchmarkDelete(b *testing.B) {
 				if err := s.Put(ctx, k, benchref.ValueOf(i%n, i)); err != nil {
 					b.Fatal(err)
 				}
-				if err := limit.Run(ref.limit); err != nil {
-					b.Fatal(err)
-				}
-				if err := ipamd.Run(ref.ipamd); err != nil {
-					b.Fatal(err)
-				}
 				b.StartTimer()
+				ref.step(b, &limit, &ipamd, 1)
 			}
 			b.StopTimer()
 			report(b, ours.Total, &limit, &ipamd, (seqOf(b, path)-seq0)/2)
@@ -279,22 +289,8 @@ func BenchmarkUpdate10(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				b.StopTimer()
-				if err := limit.Run(ref.limit); err != nil {
-					b.Fatal(err)
-				}
 				// The ipamd pattern makes ten mutations, one file each.
-				if err := ipamd.Run(func() error {
-					for j := 0; j < 10; j++ {
-						if err := ref.ipamd(); err != nil {
-							return err
-						}
-					}
-					return nil
-				}); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
+				ref.step(b, &limit, &ipamd, 10)
 			}
 			b.StopTimer()
 			report(b, ours.Total, &limit, &ipamd, seqOf(b, path)-seq0)
@@ -315,15 +311,7 @@ func BenchmarkRestore(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			unmarshal := func() error {
-				var doc struct {
-					Entries []struct {
-						Key   bkey `json:"key"`
-						Value bval `json:"value"`
-					} `json:"entries"`
-				}
-				return json.Unmarshal(data, &doc)
-			}
+			unmarshal := func() error { return benchref.Unmarshal(data) }
 			restore := func() (*migrate.Store[bkey, bval], error) {
 				f, err := checkpoint.Open[bkey, bval](ctx, path)
 				if err != nil {

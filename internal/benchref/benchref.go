@@ -112,3 +112,15 @@ func (p *Ipamd[K, V]) checkpoint() error {
 	}
 	return Replace(p.path, data)
 }
+
+// Unmarshal decodes a checkpoint file's entries with a bare json.Unmarshal
+// into a slice: the reference a restore is compared with.
+func Unmarshal(data []byte) error {
+	var doc struct {
+		Entries []struct {
+			Key   Key   `json:"key"`
+			Value Alloc `json:"value"`
+		} `json:"entries"`
+	}
+	return json.Unmarshal(data, &doc)
+}
