@@ -197,39 +197,62 @@ func warm(b *testing.B, s *migrate.Store[bkey, bval], n int) {
 	}
 }
 
+// run is one benchmark of writes: a Store restored from n entries, the
+// references, and a clock for each.
+type run struct {
+	s                  *migrate.Store[bkey, bval]
+	path               string
+	ref                refs
+	seq0               uint64
+	ours, limit, ipamd benchref.Clock
+}
+
+// start sets a run up and starts the timer.
+func start(b *testing.B, n int) *run {
+	b.Helper()
+	r := &run{ref: newRefs(b, n)}
+	r.s, r.path = benchStore(b, n)
+	warm(b, r.s, n)
+	r.seq0 = seqOf(b, r.path)
+	b.ReportAllocs()
+	b.ResetTimer()
+	return r
+}
+
+// finish stops the timer and reports; savesPerOp divides the saves counted
+// in the file (2 when each operation is followed by an untimed one).
+func (r *run) finish(b *testing.B, savesPerOp uint64) {
+	b.Helper()
+	b.StopTimer()
+	report(b, r.ours.Total, &r.limit, &r.ipamd, (seqOf(b, r.path)-r.seq0)/savesPerOp)
+}
+
 func BenchmarkPut(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		for _, w := range []int{1, 8, 64} {
 			b.Run(fmt.Sprintf("entries=%d/writers=%d", n, w), func(b *testing.B) {
 				ctx := context.Background()
-				s, path := benchStore(b, n)
-				ref := newRefs(b, n)
-				warm(b, s, n)
-				seq0 := seqOf(b, path)
-				var ours, limit, ipamd benchref.Clock
-				put := func(i int) error { return s.Put(ctx, benchref.KeyOf(i%n), benchref.ValueOf(i%n, i)) }
-				b.ReportAllocs()
-				b.ResetTimer()
+				r := start(b, n)
+				put := func(i int) error { return r.s.Put(ctx, benchref.KeyOf(i%n), benchref.ValueOf(i%n, i)) }
 				if w == 1 {
 					// One writer: each Put next to one of each reference.
 					for i := 0; i < b.N; i++ {
-						if err := ours.Run(func() error { return put(i) }); err != nil {
+						if err := r.ours.Run(func() error { return put(i) }); err != nil {
 							b.Fatal(err)
 						}
-						ref.step(b, &limit, &ipamd, 1)
+						r.ref.step(b, &r.limit, &r.ipamd, 1)
 					}
 				} else {
 					k := min(max(b.N/(8*w), 3), 100)
-					around(b, &limit, ref.limit, k, func() {
-						around(b, &ipamd, ref.ipamd, k, func() {
-							if err := ours.Run(func() error { return parallel(w, b.N, put) }); err != nil {
+					around(b, &r.limit, r.ref.limit, k, func() {
+						around(b, &r.ipamd, r.ref.ipamd, k, func() {
+							if err := r.ours.Run(func() error { return parallel(w, b.N, put) }); err != nil {
 								b.Fatal(err)
 							}
 						})
 					})
 				}
-				b.StopTimer()
-				report(b, ours.Total, &limit, &ipamd, seqOf(b, path)-seq0)
+				r.finish(b, 1)
 			})
 		}
 	}
@@ -239,28 +262,21 @@ func BenchmarkDelete(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
 			ctx := context.Background()
-			s, path := benchStore(b, n)
-			ref := newRefs(b, n)
-			warm(b, s, n)
-			seq0 := seqOf(b, path)
-			var ours, limit, ipamd benchref.Clock
-			b.ReportAllocs()
-			b.ResetTimer()
+			r := start(b, n)
 			for i := 0; i < b.N; i++ {
 				k := benchref.KeyOf(i % n)
-				if err := ours.Run(func() error { return s.Delete(ctx, k) }); err != nil {
+				if err := r.ours.Run(func() error { return r.s.Delete(ctx, k) }); err != nil {
 					b.Fatal(err)
 				}
 				// Put it back, untimed, so the state keeps n entries.
 				b.StopTimer()
-				if err := s.Put(ctx, k, benchref.ValueOf(i%n, i)); err != nil {
+				if err := r.s.Put(ctx, k, benchref.ValueOf(i%n, i)); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				ref.step(b, &limit, &ipamd, 1)
+				r.ref.step(b, &r.limit, &r.ipamd, 1)
 			}
-			b.StopTimer()
-			report(b, ours.Total, &limit, &ipamd, (seqOf(b, path)-seq0)/2)
+			r.finish(b, 2)
 		})
 	}
 }
@@ -269,16 +285,10 @@ func BenchmarkUpdate10(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
 			ctx := context.Background()
-			s, path := benchStore(b, n)
-			ref := newRefs(b, n)
-			warm(b, s, n)
-			seq0 := seqOf(b, path)
-			var ours, limit, ipamd benchref.Clock
-			b.ReportAllocs()
-			b.ResetTimer()
+			r := start(b, n)
 			for i := 0; i < b.N; i++ {
-				err := ours.Run(func() error {
-					return s.Update(ctx, func(tx *migrate.Tx[bkey, bval]) error {
+				err := r.ours.Run(func() error {
+					return r.s.Update(ctx, func(tx *migrate.Tx[bkey, bval]) error {
 						for j := 0; j < 10; j++ {
 							k := (i*10 + j) % n
 							tx.Put(benchref.KeyOf(k), benchref.ValueOf(k, i))
@@ -290,10 +300,9 @@ func BenchmarkUpdate10(b *testing.B) {
 					b.Fatal(err)
 				}
 				// The ipamd pattern makes ten mutations, one file each.
-				ref.step(b, &limit, &ipamd, 10)
+				r.ref.step(b, &r.limit, &r.ipamd, 10)
 			}
-			b.StopTimer()
-			report(b, ours.Total, &limit, &ipamd, seqOf(b, path)-seq0)
+			r.finish(b, 1)
 		})
 	}
 }
