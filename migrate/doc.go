@@ -102,7 +102,8 @@
 // Rolling back is the same steps in reverse; any downgrade, of any size,
 // with crashes and reboots in between, restores exactly the acknowledged
 // state or refuses with a clear error, as long as phase 3 never directly
-// follows phase 0.
+// follows phase 0 (nor, with a legacy the Store writes, the old binary
+// directly follows phase 3).
 //
 // # Writes
 //
