@@ -192,9 +192,6 @@ func (e *entries[K]) forget(k K, inExact bool) {
 	}
 }
 
-// len returns the number of live entries.
-func (e *entries[K]) len() int { return len(e.lines) - e.dead }
-
 // undoStep reverses one applied change.
 type undoStep[K comparable] struct {
 	kind    int // undoPop, undoRestore, undoRevive

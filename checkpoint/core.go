@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sync"
+	"time"
 )
 
 // backend is where a checkpoint's bytes live: a file on disk (File) or a
@@ -114,7 +115,7 @@ func (c *core[K, V]) nextMeta(m Meta) Meta {
 	m.Format = formatVersion
 	m.Schema = c.cfg.schema
 	m.Seq = c.seq + 1
-	m.SavedAt = c.cfg.now().UTC()
+	m.SavedAt = time.Now().UTC()
 	if m.BootID == "" {
 		m.BootID = c.bootID
 	}

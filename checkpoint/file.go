@@ -57,7 +57,6 @@ func Open[K comparable, V any](ctx context.Context, path string, opts ...Option)
 		prevTmp: filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".prev-tmp"),
 		lock:    path + ".lock",
 		mode:    cfg.mode,
-		now:     cfg.now,
 	}
 	if err := d.makeDir(); err != nil {
 		return nil, pathError("open: create directory", d.dir, err)
@@ -145,7 +144,6 @@ type disk struct {
 	prevTmp string
 	lock    string
 	mode    fs.FileMode
-	now     func() time.Time
 	unlock  func() error
 }
 
@@ -331,7 +329,7 @@ func (d *disk) undoRename(hadPrev bool) {
 }
 
 func (d *disk) quarantine() (string, error) {
-	base := d.path + ".corrupt-" + d.now().UTC().Format("20060102T150405.000000000Z")
+	base := d.path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
 	dst := base
 	// Link, unlike rename, fails instead of replacing an earlier
 	// quarantined file that happens to have the same name.

@@ -35,7 +35,6 @@ type config struct {
 	mode     fs.FileMode
 	lockWait time.Duration // < 0: no limit but the context's
 	logger   *zap.Logger
-	now      func() time.Time
 }
 
 func defaultConfig() config {
@@ -44,7 +43,6 @@ func defaultConfig() config {
 		mode:     0o600,
 		lockWait: -1,
 		logger:   zap.NewNop(),
-		now:      time.Now,
 	}
 }
 
@@ -110,12 +108,6 @@ func WithLogger(l *zap.Logger) Option {
 			c.logger = l
 		}
 	})
-}
-
-// withClock is for tests: it replaces time.Now for SavedAt and quarantine
-// names.
-func withClock(now func() time.Time) Option {
-	return optionFunc(func(c *config) { c.now = now })
 }
 
 func buildConfig(opts []Option) (config, error) {

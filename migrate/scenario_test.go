@@ -276,7 +276,7 @@ func TestExplicitLegacyDowngradeChangesValues(t *testing.T) {
 		t.Run(merge, func(t *testing.T) {
 			reg := &migratetest.Explicit[string, int]{}
 			cp := checkpoint.NewMemory[string, int]()
-			open := func(p migrate.Phase) *migrate.Store[string, int] {
+			open := func(p migrate.Phase) (*migrate.Store[string, int], migrate.Report[string]) {
 				cfg := migrate.Config[string, int]{Phase: p, Legacy: reg}
 				if p != migrate.PhaseLegacy {
 					cfg.Checkpoint = cp.Reopen()
@@ -286,21 +286,18 @@ func TestExplicitLegacyDowngradeChangesValues(t *testing.T) {
 				}
 				s, err := migrate.New(cfg)
 				require.NoError(t, err)
-				_, err = s.Restore(ctx)
+				r, err := s.Restore(ctx)
 				require.NoError(t, err)
-				return s
+				return s, r
 			}
-			s := open(migrate.PhaseMigrate)
+			s, _ := open(migrate.PhaseMigrate)
 			require.NoError(t, s.Put(ctx, "vm-1", 1))
 			require.NoError(t, s.Close())
-			s = open(migrate.PhaseLegacy)
+			s, _ = open(migrate.PhaseLegacy)
 			require.NoError(t, s.Put(ctx, "vm-1", 2))
 			require.NoError(t, s.Close())
-			s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Legacy: reg, Checkpoint: cp.Reopen(), Merge: map[string]func(string, int, int) int{"default": nil, "legacy": migrate.PreferLegacy[string, int]}[merge]})
-			require.NoError(t, err)
+			s, r := open(migrate.PhaseMigrate)
 			defer s.Close()
-			r, err := s.Restore(ctx)
-			require.NoError(t, err)
 			assert.Equal(t, []string{"vm-1"}, r.Diverged, "never silent")
 			v, _ := s.Get("vm-1")
 			if merge == "legacy" {

@@ -88,7 +88,7 @@ func serve(ctx context.Context, m *IPAM, rep migrate.Report[Key], network string
 	var counts countersJSON
 	for sc.Scan() {
 		var req request
-		resp := response{OK: true}
+		var resp response
 		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
 			resp = response{Error: "bad request: " + err.Error()}
 		} else {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -60,7 +59,8 @@ func binary(t *testing.T) string {
 	buildOnce.Do(func() {
 		goTool, err := exec.LookPath("go")
 		if err != nil {
-			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+			buildErr = fmt.Errorf("building the binary under test needs the go command on PATH: %w", err)
+			return
 		}
 		out := filepath.Join(binDir, "vmproxy")
 		args := []string{"build", "-buildvcs=false", "-o", out}
