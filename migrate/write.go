@@ -54,8 +54,6 @@ type plan[K comparable, V any] struct {
 	oldKey  K
 	oldVal  V
 	existed bool
-	lkey    K // where legacy holds the entry, when not under oldKey
-	hasLkey bool
 }
 
 // batchScratch is reused by every group commit; token guards it.
@@ -198,9 +196,6 @@ func (s *Store[K, V]) resolve(r *request[K, V]) []plan[K, V] {
 		if p.existed {
 			p.oldVal = s.state.vals[p.oldKey]
 		}
-		if lk, ok := s.state.lkeys[o.id]; ok {
-			p.lkey, p.hasLkey = lk, true
-		}
 		if o.del && !p.existed {
 			continue
 		}
@@ -237,45 +232,16 @@ func (s *Store[K, V]) commitBatch(ctx context.Context, batch []*request[K, V]) {
 	for _, r := range batch {
 		work = append(work, &pending[K, V]{req: r, plans: s.resolve(r)})
 	}
-	p := s.cfg.Phase
-	legacyOn := s.explicit != nil && p.WritesLegacy()
-	ckptOn := s.cfg.Checkpoint != nil && p.WritesCheckpoint()
-
-	if p.primaryIsLegacy() {
-		if legacyOn {
-			for _, w := range work {
-				w.err = s.writeLegacy(ctx, w.plans)
-			}
-		}
-		if ckptOn {
-			s.saveCheckpoint(ctx, work, func(w *pending[K, V]) {
-				if legacyOn {
-					s.undoLegacy(ctx, w.plans, len(w.plans), 0)
-				}
-			})
-		}
+	if s.cfg.Phase.primaryIsLegacy() {
+		s.commitLegacyFirst(ctx, work)
 	} else {
-		if ckptOn {
-			s.saveCheckpoint(ctx, work, nil)
-		}
-		if legacyOn {
-			failed := false
-			for _, w := range work {
-				if w.err == nil {
-					w.err = s.writeLegacy(ctx, w.plans)
-					failed = failed || w.err != nil
-				}
-			}
-			if failed && ckptOn {
-				s.restoreCheckpoint(ctx, work)
-			}
-		}
+		s.commitCheckpointFirst(ctx, work)
 	}
 
 	s.mu.Lock()
 	for _, w := range work {
 		if w.err == nil {
-			s.apply(w.plans, legacyOn)
+			s.apply(w.plans)
 		}
 	}
 	s.mu.Unlock()
@@ -284,28 +250,83 @@ func (s *Store[K, V]) commitBatch(ctx context.Context, batch []*request[K, V]) {
 	}
 }
 
-// A plan makes up to three legacy writes, in this order: the entry itself
-// (put or delete), the removal of the key it was stored under before (a Put
-// with a new key for a matching entry), and the removal of the placeholder
-// key legacy keeps it under.
+func (s *Store[K, V]) writesLegacy() bool { return s.explicit != nil && s.cfg.Phase.WritesLegacy() }
+
+func (s *Store[K, V]) writesCheckpoint() bool {
+	return s.cfg.Checkpoint != nil && s.cfg.Phase.WritesCheckpoint()
+}
+
+// commitLegacyFirst is phases 0 and 1: legacy, then the checkpoint. A
+// failed save undoes the legacy writes of the requests it carried.
+func (s *Store[K, V]) commitLegacyFirst(ctx context.Context, work []*pending[K, V]) {
+	if s.writesLegacy() {
+		for _, w := range work {
+			w.err = s.writeLegacy(ctx, w.plans)
+		}
+	}
+	if !s.writesCheckpoint() {
+		return
+	}
+	s.saveCheckpoint(ctx, work, func(w *pending[K, V]) {
+		if !s.writesLegacy() {
+			return
+		}
+		if err := s.undoLegacy(ctx, w.plans, len(w.plans), 0); err != nil {
+			w.err = outcomeUnknown(w.err, "legacy may hold it", err)
+		}
+	})
+}
+
+// commitCheckpointFirst is phases 2 and 3: the checkpoint, then legacy. A
+// legacy failure takes its request back out of the checkpoint with another
+// save.
+func (s *Store[K, V]) commitCheckpointFirst(ctx context.Context, work []*pending[K, V]) {
+	if s.writesCheckpoint() {
+		s.saveCheckpoint(ctx, work, nil)
+	}
+	if !s.writesLegacy() {
+		return
+	}
+	var refused []*pending[K, V]
+	for _, w := range work {
+		if w.err == nil {
+			if w.err = s.writeLegacy(ctx, w.plans); w.err != nil {
+				refused = append(refused, w)
+			}
+		}
+	}
+	if len(refused) == 0 || !s.writesCheckpoint() {
+		return
+	}
+	if err := s.restoreCheckpoint(ctx, work); err != nil {
+		for _, w := range refused {
+			w.err = outcomeUnknown(w.err, "the checkpoint may hold it until the next successful save", err)
+		}
+	}
+}
+
+// outcomeUnknown says that a write failed and undoing what it already
+// wrote on another side failed too: which way it went is not known.
+func outcomeUnknown(err error, where string, undo error) error {
+	return fmt.Errorf("%w; %w: %s (undoing it failed: %w)", err, ErrOutcomeUnknown, where, undo)
+}
+
+// A plan makes up to two legacy writes, in this order: the entry itself
+// (put or delete), and the removal of the key it was stored under before (a
+// Put with a new key for a matching entry).
 const (
 	stepEntry = iota
 	stepOldKey
-	stepLegacyKey
 	numSteps
 )
 
 // needed reports whether plan p makes legacy write step.
 func needed[K comparable, V any](p plan[K, V], step int) bool {
 	o := p.op
-	switch step {
-	case stepEntry:
+	if step == stepEntry {
 		return true
-	case stepOldKey:
-		return !o.del && p.existed && p.oldKey != o.key
-	default:
-		return p.hasLkey && p.lkey != p.oldKey && (o.del || p.lkey != o.key)
 	}
+	return !o.del && p.existed && p.oldKey != o.key
 }
 
 // legacyStep performs, or with undo reverses, one legacy write of p.
@@ -325,21 +346,17 @@ func (s *Store[K, V]) legacyStep(ctx context.Context, p plan[K, V], step int, un
 			return s.explicit.Put(ctx, o.key, p.oldVal)
 		}
 		return s.explicit.Delete(ctx, o.key)
-	case step == stepOldKey:
+	default:
 		if undo {
 			return s.explicit.Put(ctx, p.oldKey, p.oldVal)
 		}
 		return s.explicit.Delete(ctx, p.oldKey)
-	default:
-		if undo {
-			return s.explicit.Put(ctx, p.lkey, p.oldVal)
-		}
-		return s.explicit.Delete(ctx, p.lkey)
 	}
 }
 
 // writeLegacy makes the legacy writes of plans, in order; on a failure it
-// undoes the ones made and returns an error wrapping ErrLegacyWrite.
+// undoes the ones made and returns an error wrapping ErrLegacyWrite (and
+// ErrOutcomeUnknown if undoing failed too).
 func (s *Store[K, V]) writeLegacy(ctx context.Context, plans []plan[K, V]) error {
 	for pi, p := range plans {
 		for step := range numSteps {
@@ -347,9 +364,12 @@ func (s *Store[K, V]) writeLegacy(ctx context.Context, plans []plan[K, V]) error
 				continue
 			}
 			if err := s.legacyStep(ctx, p, step, false); err != nil {
-				s.undoLegacy(ctx, plans, pi, step)
 				s.log.Warn("legacy write failed", zap.Any("key", p.op.key), zap.Error(err))
-				return fmt.Errorf("migrate: %w: %w", ErrLegacyWrite, err)
+				err = fmt.Errorf("migrate: %w: %w", ErrLegacyWrite, err)
+				if uerr := s.undoLegacy(ctx, plans, pi, step); uerr != nil {
+					err = outcomeUnknown(err, "legacy may hold part of it", uerr)
+				}
+				return err
 			}
 		}
 	}
@@ -357,11 +377,10 @@ func (s *Store[K, V]) writeLegacy(ctx context.Context, plans []plan[K, V]) error
 }
 
 // undoLegacy reverses, newest first, the legacy writes of plans made before
-// step of plans[upTo] (upTo == len(plans) undoes them all). Compensation is
-// best effort: a failure is logged, and the restore rules cover what is
-// left (phase 1 rewrites the checkpoint from legacy at start; phase 2
-// reconciles).
-func (s *Store[K, V]) undoLegacy(ctx context.Context, plans []plan[K, V], upTo, step int) {
+// step of plans[upTo] (upTo == len(plans) undoes them all). It tries every
+// one and returns the first failure.
+func (s *Store[K, V]) undoLegacy(ctx context.Context, plans []plan[K, V], upTo, step int) error {
+	var first error
 	for pi := min(upTo, len(plans)-1); pi >= 0; pi-- {
 		last := numSteps - 1
 		if pi == upTo {
@@ -374,9 +393,13 @@ func (s *Store[K, V]) undoLegacy(ctx context.Context, plans []plan[K, V], upTo, 
 			if err := s.legacyStep(ctx, plans[pi], st, true); err != nil {
 				s.log.Error("compensating a legacy write failed; legacy may hold a write that was not acknowledged",
 					zap.Any("key", plans[pi].op.key), zap.Error(err))
+				if first == nil {
+					first = err
+				}
 			}
 		}
 	}
+	return first
 }
 
 // changes returns the checkpoint changes of plans, appended to dst.
@@ -483,25 +506,24 @@ func (s *Store[K, V]) saveLive(ctx context.Context, work []*pending[K, V], force
 // restoreCheckpoint runs after legacy refused some writes that the
 // checkpoint already has: it saves the checkpoint again without them. If
 // that fails too, the next commit saves the whole state.
-func (s *Store[K, V]) restoreCheckpoint(ctx context.Context, work []*pending[K, V]) {
+func (s *Store[K, V]) restoreCheckpoint(ctx context.Context, work []*pending[K, V]) error {
 	s.fullSave = true
 	if err := s.saveLive(ctx, work, true); err != nil {
 		s.log.Error("undoing a checkpoint write after a legacy failure failed; the next write saves the whole state", zap.Error(err))
 		s.fullSave = true
+		return err
 	}
+	return nil
 }
 
 // apply makes plans the committed state. The caller holds mu and token.
-func (s *Store[K, V]) apply(plans []plan[K, V], legacyWritten bool) {
+func (s *Store[K, V]) apply(plans []plan[K, V]) {
 	st := &s.state
 	for _, p := range plans {
 		o := p.op
 		if p.existed {
 			delete(st.vals, p.oldKey)
 			delete(st.origin, p.oldKey)
-		}
-		if legacyWritten {
-			delete(st.lkeys, o.id)
 		}
 		if o.del {
 			if st.ids != nil {
