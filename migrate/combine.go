@@ -8,9 +8,9 @@ import "fmt"
 
 // built is the state restore serves and how it came about.
 type built[K comparable, V any] struct {
-	vals    map[K]V
-	origin  map[K]Origin // entries whose origin is not def
-	def     Origin
+	vals       map[K]V
+	origin     map[K]Origin // entries whose origin is not def
+	def        Origin
 	changed    bool // vals differs from what the checkpoint holds
 	onlyLegacy int  // entries only legacy had
 }
