@@ -66,6 +66,7 @@ const (
 	keepOrphan                        // served, reported in Orphaned
 	dropIt                            // not served, reported in Dropped
 	pruneIt                           // not served, reported in Pruned
+	skipIt                            // not served: its winning record could not be read
 )
 
 // checkpointOnly decides an entry only the checkpoint holds.
@@ -76,7 +77,13 @@ func (s *Store[K, V]) checkpointOnly(b basis, lg *legacyView[K, V]) onlyCheckpoi
 	case b == basisVolatile:
 		return keepQuietly
 	// Nothing is dropped on the evidence of a partial listing: the entry
-	// may be one legacy could not read.
+	// may be one legacy could not read. Where legacy's record would win (a
+	// legacy the Store writes), the checkpoint's may be stale: it is not
+	// served, and legacy, where the entry lives, stays the authority (the
+	// checkpoint is marked behind it). Where the checkpoint's record would
+	// win (a legacy that observes), it is kept.
+	case !lg.complete && s.explicit != nil:
+		return skipIt
 	case !lg.complete:
 		return keepOrphan
 	// Phase 1 (and phase 2 over a checkpoint behind legacy) takes legacy's
@@ -218,7 +225,7 @@ func (s *Store[K, V]) applyOnlyCheckpoint(out *built[K, V], kc K, what onlyCheck
 	case pruneIt:
 		r.Pruned = append(r.Pruned, kc)
 	}
-	if what == dropIt || what == pruneIt {
+	if what == dropIt || what == pruneIt || what == skipIt {
 		delete(out.vals, kc)
 		out.setOrigin(kc, out.def)
 		return true

@@ -118,9 +118,9 @@ type Config[K comparable, V any] struct {
 	// emptiness as evidence. Phases 1 to 3 serve the checkpoint (with
 	// whatever legacy holds) and, for a legacy the Store writes, refill it
 	// with what is served (Report.LegacyWrites); nothing is reported as
-	// orphaned. Phase 0 serves legacy, as the old binary did, and its state
-	// dies with it: a checkpoint marked by a phase-0 run is discarded
-	// (Report.Stale).
+	// orphaned. Phase 0 with a Checkpoint does the same at restore, then
+	// writes legacy only, as the old binary did: its state dies with it, so
+	// the checkpoint it marks is discarded by the next start (Report.Stale).
 	VolatileLegacy bool
 
 	// Verify makes phase 0 read the checkpoint too and report how it

@@ -76,9 +76,10 @@
 //     writes legacy serves the checkpoint and rewrites legacy to match it.
 //     If either side cannot be read in full, Restore fails (ErrUnsafeRestore).
 //  2. Phase 3 refuses a checkpoint behind legacy (ErrStale).
-//  3. With VolatileLegacy, phases 1 to 3 serve the checkpoint with whatever
-//     legacy holds, and refill legacy; over a checkpoint behind legacy they
-//     serve what legacy holds, because the phase-0 run's state died with it.
+//  3. With VolatileLegacy, phases 1 to 3 (and phase 0 with a Checkpoint)
+//     serve the checkpoint with whatever legacy holds, and refill legacy;
+//     over a checkpoint behind legacy they serve what legacy holds, because
+//     the phase-0 run's state died with it.
 //  4. Phase 0 serves legacy, as the old binary did.
 //  5. Phase 1 takes legacy's word on which entries exist.
 //  6. Phase 2 does the same over a checkpoint it cannot trust to hold every
@@ -104,7 +105,12 @@
 //     orphan (Report.Orphaned), or dropped with Config.PruneOrphans
 //     (Report.Pruned). With VolatileLegacy it is kept without a word.
 //   - Nothing is dropped, pruned or deleted on the evidence of a partial
-//     listing: an entry it lacks is kept and reported as an orphan.
+//     listing. An entry it lacks that the checkpoint holds is kept and
+//     reported as an orphan for a legacy that observes (whose record would
+//     lose to the checkpoint's anyway); for a legacy the Store writes, whose
+//     record would win and could not be read, it is not served this run,
+//     and stays where it lives, in legacy (the listing's error is in
+//     Report.Errors).
 //
 // Repairing the sides:
 //
@@ -151,9 +157,11 @@
 //   - every side restore reads can be read in full. By default, what cannot
 //     be read is reported (Report.Errors, Report.Quarantined) and skipped
 //     (Strict refuses instead): an entry a partial listing missed is kept
-//     if the checkpoint has it, and otherwise not served until a later
-//     listing finds it; a checkpoint moved aside no longer enriches legacy's
-//     entries, which are then served as legacy records them;
+//     if the checkpoint has it and legacy only observes, and otherwise not
+//     served until a later listing finds it (a write to it meanwhile
+//     replaces it, and a failed one that is undone removes it); a checkpoint
+//     moved aside no longer enriches legacy's entries, which are then served
+//     as legacy records them;
 //   - a write that returned an error matching ErrOutcomeUnknown may or may
 //     not be served.
 //

@@ -161,7 +161,14 @@ func (s *Store[K, V]) repair(ctx context.Context, b basis, in *sides[K, V], out 
 	if !s.needSave(b, in, out) {
 		return nil
 	}
-	if err := s.cfg.Checkpoint.Save(ctx, checkpoint.Snapshot[K, V]{Meta: s.meta, Entries: out.vals}); err != nil {
+	entries := out.vals
+	if s.cfg.Phase == PhaseLegacy && b != basisHeal && in.ck.usable {
+		// Phase 0 only adds its mark: the checkpoint keeps its own records,
+		// richer than legacy's, for the next phase to use where legacy
+		// agrees.
+		entries = in.ck.entries
+	}
+	if err := s.cfg.Checkpoint.Save(ctx, checkpoint.Snapshot[K, V]{Meta: s.meta, Entries: entries}); err != nil {
 		// The next phase relies on this save; going on would leave it a
 		// stale file to trust.
 		return restoreErr("saving the restored state to the checkpoint: %w", err)

@@ -78,10 +78,15 @@ func saved(p migrate.Phase, w want) want {
 }
 
 // phase0 is phase 0 with a checkpoint: it serves legacy and marks the file
-// behind legacy with what it serves.
-func phase0(w want) want {
+// behind legacy, keeping the entries the file had (kept, when it could be
+// used; legacy's otherwise).
+func phase0(w want, kept map[string]int) want {
 	w.served, w.readFrom = legacyL, migrate.ReadLegacy
-	return saved(migrate.PhaseLegacy, w)
+	w = saved(migrate.PhaseLegacy, w)
+	if kept != nil {
+		w.ckptAfter = kept
+	}
+	return w
 }
 
 // fromLegacyOnly is phases 1 and 2 over a checkpoint they cannot use:
@@ -135,7 +140,7 @@ var restoreCases = []setup{
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			switch p {
 			case migrate.PhaseLegacy:
-				return phase0(want{})
+				return phase0(want{}, nil)
 			case migrate.PhaseExpand, migrate.PhaseMigrate:
 				return fromLegacyOnly(p, want{})
 			default:
@@ -149,7 +154,7 @@ var restoreCases = []setup{
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			switch p {
 			case migrate.PhaseLegacy:
-				return phase0(want{})
+				return phase0(want{}, legacyL)
 			case migrate.PhaseExpand:
 				return saved(p, want{served: legacyL, readFrom: migrate.ReadLegacy})
 			case migrate.PhaseMigrate:
@@ -165,7 +170,7 @@ var restoreCases = []setup{
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			switch p {
 			case migrate.PhaseLegacy:
-				return phase0(want{})
+				return phase0(want{}, staleC)
 			case migrate.PhaseExpand, migrate.PhaseMigrate:
 				return staleByContent(p, explicit, want{})
 			default:
@@ -179,7 +184,7 @@ var restoreCases = []setup{
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			switch p {
 			case migrate.PhaseLegacy:
-				return phase0(want{stale: true})
+				return phase0(want{stale: true}, nil)
 			case migrate.PhaseExpand, migrate.PhaseMigrate:
 				return fromLegacyOnly(p, want{stale: true})
 			default:
@@ -201,7 +206,7 @@ var restoreCases = []setup{
 			// An observing legacy is never stale: e came and went outside.
 			switch p {
 			case migrate.PhaseLegacy:
-				return phase0(want{})
+				return phase0(want{}, contractC)
 			case migrate.PhaseExpand:
 				return saved(p, want{served: legacyL, readFrom: migrate.ReadLegacy, stale: true, dropped: []string{"e"}})
 			default:
@@ -275,7 +280,7 @@ var restoreCases = []setup{
 			w := want{quarantined: true, errors: 1}
 			switch {
 			case p == migrate.PhaseLegacy:
-				return phase0(w)
+				return phase0(w, map[string]int{"a": 1, "d": 4})
 			case p == migrate.PhaseExpand:
 				w.served, w.readFrom, w.stale, w.dropped = legacyL, migrate.ReadLegacy, true, []string{"d"}
 			case p == migrate.PhaseMigrate && explicit:
@@ -303,7 +308,7 @@ func unreadable(p migrate.Phase, strict bool, cause error) want {
 	w := want{quarantined: true, errors: 1}
 	switch p {
 	case migrate.PhaseLegacy:
-		return phase0(w)
+		return phase0(w, nil)
 	case migrate.PhaseExpand, migrate.PhaseMigrate:
 		return fromLegacyOnly(p, w)
 	default:
@@ -482,12 +487,17 @@ func runPartialListing(t *testing.T, p migrate.Phase, explicit, prune bool) {
 	assert.Contains(t, r.Errors[0].Error(), "sandbox c")
 	assert.Empty(t, r.Pruned, "never pruned on a partial listing")
 	assert.Empty(t, r.Dropped, "never dropped on a partial listing")
-	switch p {
-	case migrate.PhaseLegacy:
+	switch {
+	case p == migrate.PhaseLegacy:
 		assert.Equal(t, map[string]int{"a": 1, "b": 2}, collect(s), "phase 0 serves what legacy could read")
-	case migrate.PhaseContract:
+	case p == migrate.PhaseContract:
 		assert.Equal(t, legacyL, collect(s))
 		return
+	case explicit:
+		// Legacy's record of c would win, and could not be read: c is not
+		// served, and stays in legacy, where it lives.
+		assert.Equal(t, map[string]int{"a": 1, "b": 2}, collect(s))
+		assert.Empty(t, r.Orphaned)
 	default:
 		assert.Equal(t, legacyL, collect(s), "the checkpoint still has c: kept and reported")
 		assert.Equal(t, []string{"c"}, r.Orphaned)
@@ -499,7 +509,7 @@ func runPartialListing(t *testing.T, p migrate.Phase, explicit, prune bool) {
 	snap, err := w.checkpointEntries(t)
 	require.NoError(t, err)
 	assert.Equal(t, migrate.PhaseLegacy.String(), snap.Meta.Phase, "the checkpoint is marked behind legacy")
-	if p != migrate.PhaseLegacy {
+	if p != migrate.PhaseLegacy && !explicit {
 		assert.Contains(t, snap.Entries, "c", "c stays in the checkpoint")
 	}
 	require.NoError(t, s.Close())

@@ -98,16 +98,19 @@ func rulePhase3AfterPhase0[K comparable, V any](s *Store[K, V], in *sides[K, V])
 
 // ruleVolatile: a legacy that does not survive a restart is never evidence:
 // phases 1 to 3 serve the checkpoint (with whatever legacy holds) and
-// refill legacy. A checkpoint behind legacy is the exception: a phase-0 run
-// came after it and kept its state in legacy only, where it died; serving
-// the checkpoint would bring back what that run deleted.
+// refill legacy, and so does phase 0 when it has a checkpoint. A checkpoint
+// behind legacy is the exception: a phase-0 run came after it and kept its
+// state in legacy only, where it died; serving the checkpoint would bring
+// back what that run deleted.
 func ruleVolatile[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bool, error) {
-	if !s.cfg.VolatileLegacy || s.cfg.Phase == PhaseLegacy {
-		return 0, false, nil
-	}
+	p := s.cfg.Phase
 	switch {
-	case s.cfg.Phase == PhaseContract:
+	case !s.cfg.VolatileLegacy:
+		return 0, false, nil
+	case p == PhaseContract:
 		return basisCheckpoint, true, nil
+	case p == PhaseLegacy && (!in.ck.usable || in.ck.behind):
+		return 0, false, nil // rulePhase0
 	case in.ck.behind:
 		return needsLegacy(s, in, basisLegacyDecides)
 	}

@@ -107,6 +107,10 @@ func (s *Store[K, V]) refuseUnreadable(meta checkpoint.Meta, err error, partial 
 	// Strict: anything unreadable fails Restore, and nothing is moved.
 	case s.cfg.Strict:
 		return restoreErr("strict: %w; %s: fix or move it aside, or restore without Config.Strict to quarantine it", err, left)
+	// A file from an earlier boot holds state that died with the reboot,
+	// whatever else it says.
+	case s.earlierBoot(meta):
+		return nil
 	// A newer binary's file is never replaced where nothing else holds the
 	// state: rolling forward must find it intact.
 	case errors.Is(err, checkpoint.ErrNewerSchema) && s.soleCopy():
@@ -132,7 +136,7 @@ func (s *Store[K, V]) judgeCheckpoint(c *ckptView[K, V], r *Report[K]) {
 	m := c.meta
 	// With a boot epoch, a checkpoint from an earlier boot is stale: its
 	// state died with the reboot.
-	if s.bootID != "" && m.BootID != "" && m.BootID != s.bootID {
+	if s.earlierBoot(m) {
 		r.Stale = fmt.Sprintf("written in boot %s, this is boot %s: its state died with the reboot", m.BootID, s.bootID)
 		c.usable, c.bootOld, c.entries = false, true, nil
 		return
@@ -145,6 +149,12 @@ func (s *Store[K, V]) judgeCheckpoint(c *ckptView[K, V], r *Report[K]) {
 			r.Stale = fmt.Sprintf("seq %d is marked behind legacy: a phase-0 run, or a run that could not read legacy in full, came after it", m.Seq)
 		}
 	}
+}
+
+// earlierBoot reports whether, with a boot epoch, the checkpoint whose
+// header is m was written in an earlier boot.
+func (s *Store[K, V]) earlierBoot(m checkpoint.Meta) bool {
+	return s.bootID != "" && m.BootID != "" && m.BootID != s.bootID
 }
 
 // readLegacy lists legacy. Strict fails on any listing that is not

@@ -66,7 +66,11 @@ type Store[K comparable, V any] struct {
 
 	// Guarded by token.
 	fullSave bool // the checkpoint may differ from memory: save it whole next time
-	batch    batchScratch[K, V]
+	// strays holds, by identity, the keys a legacy the Store writes may hold
+	// against memory's word: writes whose undo failed. The next commit
+	// writes legacy back in line for them first.
+	strays map[K][]K
+	batch  batchScratch[K, V]
 
 	qmu   sync.Mutex       // guards queue and closing
 	queue []*request[K, V] // writes waiting for a leader, oldest first

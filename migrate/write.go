@@ -197,7 +197,13 @@ func (s *Store[K, V]) resolve(r *request[K, V]) []plan[K, V] {
 			p.oldVal = s.state.vals[p.oldKey]
 		}
 		if o.del && !p.existed {
-			continue
+			// Nothing in memory, but a legacy the Store writes may still
+			// hold the key (an entry a partial listing could not read, a
+			// write whose undo failed): a Delete reaches it there.
+			if !s.writesLegacy() {
+				continue
+			}
+			p.oldKey = o.key
 		}
 		plans = append(plans, p)
 	}
@@ -232,6 +238,7 @@ func (s *Store[K, V]) commitBatch(ctx context.Context, batch []*request[K, V]) {
 	for _, r := range batch {
 		work = append(work, &pending[K, V]{req: r, plans: s.resolve(r)})
 	}
+	s.straighten(ctx)
 	if s.cfg.Phase.primaryIsLegacy() {
 		s.commitLegacyFirst(ctx, work)
 	} else {
@@ -273,6 +280,7 @@ func (s *Store[K, V]) commitLegacyFirst(ctx context.Context, work []*pending[K, 
 		}
 		if err := s.undoLegacy(ctx, w.plans, len(w.plans), 0); err != nil {
 			w.err = outcomeUnknown(w.err, "legacy may hold it", err)
+			s.stray(w.plans)
 		}
 	})
 }
@@ -305,6 +313,54 @@ func (s *Store[K, V]) commitCheckpointFirst(ctx context.Context, work []*pending
 	}
 }
 
+// stray records that legacy may hold what plans wrote, against memory.
+func (s *Store[K, V]) stray(plans []plan[K, V]) {
+	if s.strays == nil {
+		s.strays = make(map[K][]K)
+	}
+	for _, p := range plans {
+		s.strays[p.op.id] = append(s.strays[p.op.id], p.op.key, p.oldKey)
+	}
+}
+
+// straighten writes legacy back in line with memory for the entries a
+// failed undo left astray, before a commit builds on them: a later Delete
+// of such an entry finds nothing in memory and would write nothing. What
+// cannot be written stays astray for the next commit.
+func (s *Store[K, V]) straighten(ctx context.Context) {
+	if len(s.strays) == 0 || !s.writesLegacy() {
+		return
+	}
+	for id, keys := range s.strays {
+		if err := s.straightenOne(ctx, id, keys); err != nil {
+			s.log.Warn("writing legacy back in line after a failed undo failed again", zap.Any("key", id), zap.Error(err))
+			continue
+		}
+		delete(s.strays, id)
+	}
+}
+
+func (s *Store[K, V]) straightenOne(ctx context.Context, id K, keys []K) error {
+	s.mu.RLock()
+	k, ok := s.state.lookup(id)
+	v := s.state.vals[k]
+	s.mu.RUnlock()
+	if ok {
+		if err := s.explicit.Put(ctx, k, v); err != nil {
+			return err
+		}
+	}
+	for _, sk := range keys {
+		if ok && sk == k {
+			continue
+		}
+		if err := s.explicit.Delete(ctx, sk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // outcomeUnknown says that a write failed and undoing what it already
 // wrote on another side failed too: which way it went is not known.
 func outcomeUnknown(err error, where string, undo error) error {
@@ -334,10 +390,13 @@ func (s *Store[K, V]) legacyStep(ctx context.Context, p plan[K, V], step int, un
 	o := p.op
 	switch {
 	case step == stepEntry && o.del:
-		if undo {
-			return s.explicit.Put(ctx, p.oldKey, p.oldVal)
+		if !undo {
+			return s.explicit.Delete(ctx, p.oldKey)
 		}
-		return s.explicit.Delete(ctx, p.oldKey)
+		if !p.existed {
+			return nil // what a blind Delete removed is not known
+		}
+		return s.explicit.Put(ctx, p.oldKey, p.oldVal)
 	case step == stepEntry:
 		if !undo {
 			return s.explicit.Put(ctx, o.key, o.val)
@@ -368,6 +427,7 @@ func (s *Store[K, V]) writeLegacy(ctx context.Context, plans []plan[K, V]) error
 				err = fmt.Errorf("migrate: %w: %w", ErrLegacyWrite, err)
 				if uerr := s.undoLegacy(ctx, plans, pi, step); uerr != nil {
 					err = outcomeUnknown(err, "legacy may hold part of it", uerr)
+					s.stray(plans)
 				}
 				return err
 			}
@@ -407,7 +467,9 @@ func changes[K comparable, V any](dst []checkpoint.Change[K, V], plans []plan[K,
 	for _, p := range plans {
 		o := p.op
 		if o.del {
-			dst = append(dst, checkpoint.Change[K, V]{Key: p.oldKey, Delete: true})
+			if p.existed {
+				dst = append(dst, checkpoint.Change[K, V]{Key: p.oldKey, Delete: true})
+			}
 			continue
 		}
 		if p.existed && p.oldKey != o.key {
@@ -479,7 +541,7 @@ func (s *Store[K, V]) saveLive(ctx context.Context, work []*pending[K, V], force
 		}
 	}
 	defer func() { clear(chs); s.batch.changes = chs[:0] }()
-	if len(chs) == 0 && !force {
+	if len(chs) == 0 && !force && !s.fullSave {
 		return nil
 	}
 	if s.commit != nil && !s.fullSave {
