@@ -140,8 +140,8 @@ type Result struct {
 	// leaves no trace (with a legacy that observes or is written); the old
 	// binary right after phase 3 (with a legacy the Store writes); and, with
 	// VolatileLegacy, phases 1 to 3 right after the old binary.
-	Unjudged    int
-	Violations  []Violation // shortest first
+	Unjudged   int
+	Violations []Violation // shortest first
 }
 
 // String summarises the result on one line.

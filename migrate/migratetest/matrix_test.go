@@ -224,7 +224,9 @@ func TestMatrixCatchesBrokenRules(t *testing.T) {
 	})
 	t.Run("the checkpoint wins over the old binary's values", func(t *testing.T) {
 		cfg := registryConfig()
-		wrap(&cfg, func(_ migrate.Phase, mc *migrate.Config[string, int]) { mc.Merge = migrate.PreferCheckpoint[string, int] })
+		wrap(&cfg, func(_ migrate.Phase, mc *migrate.Config[string, int]) {
+			mc.Merge = migrate.PreferCheckpoint[string, int]
+		})
 		cfg.MaxLen = 4
 		v := caught(t, cfg, 4, "STALE")
 		assert.Contains(t, seqOf(v.Sequence), "0")
@@ -478,7 +480,9 @@ func TestCheckNeedsTheAdapters(t *testing.T) {
 
 func TestSequencesReproduce(t *testing.T) {
 	cfg := registryConfig()
-	wrap(&cfg, func(_ migrate.Phase, mc *migrate.Config[string, int]) { mc.Merge = migrate.PreferCheckpoint[string, int] })
+	wrap(&cfg, func(_ migrate.Phase, mc *migrate.Config[string, int]) {
+		mc.Merge = migrate.PreferCheckpoint[string, int]
+	})
 	cfg.MaxLen = 4
 	full, err := migratetest.Check(cfg)
 	require.Error(t, err)
