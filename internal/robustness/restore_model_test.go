@@ -174,19 +174,19 @@ type expectation struct {
 	rule     rule
 	j        judged
 
-	served                    map[string]int
-	fromCheckpoint            [2]int // bounds on Report.FromCheckpoint
-	readFrom                  []migrate.Sides
-	backfilled, dropped       []string
-	orphaned, pruned          []string
-	diverged                  []string
-	legacyAfter               map[string]int // nil: legacy is not checked
-	mustSave                  bool
-	recorded                  string // the phase a save records
-	stale, legacyStale        tri
-	shadow                    *migrate.Shadow[string] // nil: Report.Shadow must be nil
-	shadowExact, shadowLoose  bool                    // compare the key lists / only the side
-	errorsMust, errorsMustNot bool
+	served                   map[string]int
+	fromCheckpoint           [2]int // bounds on Report.FromCheckpoint
+	readFrom                 []migrate.Sides
+	backfilled, dropped      []string
+	orphaned, pruned         []string
+	diverged                 []string
+	legacyAfter              map[string]int // everything legacy holds afterwards
+	mustSave                 bool
+	recorded                 string // the phase a save records
+	stale, legacyStale       tri
+	shadow                   *migrate.Shadow[string] // nil: Report.Shadow must be nil
+	shadowExact, shadowLoose bool                    // compare the key lists / only the side
+	unreadable               bool                    // something could not be read: Report.Errors says what
 }
 
 // tri is what a report text must be.
@@ -215,8 +215,7 @@ func expect(c restoreCase, v fileView) expectation {
 	e.mustSave = mustSave(c, j, e.rule, e.served, e.recorded)
 	e.stale, e.legacyStale = staleText(c, j), legacyStaleText(c, e.rule)
 	expectShadow(c, j, &e)
-	e.errorsMust = v.unreadable() || c.list != listComplete
-	e.errorsMustNot = !e.errorsMust
+	e.unreadable = v.unreadable() || c.list != listComplete
 	return e
 }
 
@@ -317,21 +316,14 @@ func refuseBehind(c restoreCase, j judged) []error {
 // is the side they serve from only over a checkpoint behind it (reported
 // as a doc gap: doc.go's sentence has no VolatileLegacy exception).
 func servedSideUnreadable(c restoreCase, j judged) []error {
-	if c.list != listFailed {
-		return nil
+	servesLegacy := c.phase == migrate.PhaseLegacy ||
+		(c.volatile && c.phase != migrate.PhaseContract && j.behind) ||
+		(!c.volatile && c.phase == migrate.PhaseExpand) ||
+		(!c.volatile && c.phase == migrate.PhaseMigrate && !j.trusted())
+	if c.list == listFailed && servesLegacy {
+		return []error{errListFailed}
 	}
-	switch {
-	case c.phase == migrate.PhaseLegacy:
-	case c.volatile && c.phase != migrate.PhaseContract:
-		if !j.behind {
-			return nil
-		}
-	case c.phase == migrate.PhaseExpand:
-	case c.phase == migrate.PhaseMigrate && !j.trusted():
-	default:
-		return nil
-	}
-	return []error{errListFailed}
+	return nil
 }
 
 // pickRule: "Building the state (the first rule that applies decides)".
@@ -547,14 +539,14 @@ func (b *builder) fromLegacy(k string, v int) { b.served[k] = v }
 // readFrom: Report.ReadFrom is "the sides the served state was built
 // from"; ReadNothing is "a fresh start: neither side had anything to
 // serve". So it names every side an entry was served from (by the counts
-// the model predicts), names no side the rule does not build from, and is
-// ReadNothing only when nothing is served. Which side a rule that read a
-// side that held nothing names is not said, so either is accepted.
+// the model predicts), no side the rule does not build from, and nothing
+// only when nothing is served. Which sides a rule names when the sides it
+// read held nothing is not said: any it reads is accepted.
 func readFrom(r rule, b *builder) []migrate.Sides {
 	ckRead := r != rulePhase0
 	legRead := r == rulePhase0 || r == ruleVolatile || r == rulePhase1 || r == rulePhase2Untrusted || r == rulePhase2
-	ckUsed := b.fromCkMin > 0
-	legUsed := len(b.served)-b.fromCkMax > 0
+	ckUsed := b.fromCkMin > 0              // some entry surely from the checkpoint
+	legUsed := len(b.served) > b.fromCkMax // some entry surely from legacy
 	var ok []migrate.Sides
 	for _, s := range []struct {
 		sides   migrate.Sides
@@ -564,13 +556,11 @@ func readFrom(r rule, b *builder) []migrate.Sides {
 		{migrate.ReadCheckpoint, true, false},
 		{migrate.ReadLegacy, false, true},
 	} {
-		if (s.ck && !ckRead) || (s.leg && !legRead) || (ckUsed && !s.ck) || (legUsed && !s.leg) {
-			continue
+		readsIt := (!s.ck || ckRead) && (!s.leg || legRead)
+		coversUse := (s.ck || !ckUsed) && (s.leg || !legUsed)
+		if readsIt && coversUse {
+			ok = append(ok, s.sides)
 		}
-		if len(b.served) > 0 && ((s.ck && !s.leg && !ckUsed && b.fromCkMax == 0) || (s.leg && !s.ck && !legUsed && len(b.served) == b.fromCkMin)) {
-			continue // names a side nothing served came from, and not the one it did
-		}
-		ok = append(ok, s.sides)
 	}
 	if len(b.served) == 0 {
 		ok = append(ok, migrate.ReadNothing)
