@@ -115,12 +115,14 @@ type Config[K comparable, V any] struct {
 
 	// VolatileLegacy says legacy does not survive a restart (a registry
 	// kept in memory): after one it is empty, so Restore never takes its
-	// emptiness as evidence. Phases 1 to 3 serve the checkpoint (with
+	// emptiness as evidence. Phases 1 and 2 serve the checkpoint (with
 	// whatever legacy holds) and, for a legacy the Store writes, refill it
 	// with what is served (Report.LegacyWrites); nothing is reported as
-	// orphaned. Phase 0 with a Checkpoint does the same at restore, then
-	// writes legacy only, as the old binary did: its state dies with it, so
-	// the checkpoint it marks is discarded by the next start (Report.Stale).
+	// orphaned. Phase 3 serves the checkpoint and does not compare it with
+	// legacy. Phase 0 with a Checkpoint does as phases 1 and 2 at restore,
+	// then writes legacy only, as the old binary did: its state dies with
+	// it, so the next start lets legacy (empty) decide which entries exist
+	// (Report.Stale).
 	VolatileLegacy bool
 
 	// Verify makes phase 0 read the checkpoint too and report how it
@@ -132,7 +134,8 @@ type Config[K comparable, V any] struct {
 	Writer string
 
 	// BootID enables the boot epoch: a checkpoint written in another boot
-	// is stale and discarded (its state died with the reboot). Use
+	// is stale and discarded (its state died with the reboot); one that
+	// records no boot, written before the epoch was turned on, is kept. Use
 	// checkpoint.KernelBootID. When empty, the boot ID of the Checkpoint
 	// is used if it has one: opening a checkpoint.File with
 	// checkpoint.WithBootID is enough to turn the epoch on.

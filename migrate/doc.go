@@ -64,10 +64,16 @@
 //     not replace good data it cannot read); and a file that says legacy is
 //     stale (below) and cannot be read in full fails with ErrUnsafeRestore.
 //   - With a boot epoch, a checkpoint from an earlier boot is stale and
-//     discarded (Report.Stale): its state died with the reboot.
+//     discarded (Report.Stale): its state died with the reboot. Whatever
+//     else it says (a newer schema, phase 3 as its writer) no longer
+//     matters. A checkpoint that records no boot (written before the epoch
+//     was turned on) is judged as if from this boot.
 //   - A checkpoint that carries the mark of phase 0 is behind legacy
 //     (Report.Stale): a phase-0 run, which writes legacy only, came after
 //     it, or a run that could not read legacy in full (see below).
+//   - Phase 1 also reports a checkpoint that differs from what it builds
+//     (Report.Stale): a phase-0 run of the old binary, or a crash, came
+//     after it.
 //
 // Building the state (the first rule that applies decides):
 //
@@ -76,10 +82,13 @@
 //     writes legacy serves the checkpoint and rewrites legacy to match it.
 //     If either side cannot be read in full, Restore fails (ErrUnsafeRestore).
 //  2. Phase 3 refuses a checkpoint behind legacy (ErrStale).
-//  3. With VolatileLegacy, phases 1 to 3 (and phase 0 with a Checkpoint)
-//     serve the checkpoint with whatever legacy holds, and refill legacy;
-//     over a checkpoint behind legacy they serve what legacy holds, because
-//     the phase-0 run's state died with it.
+//  3. With VolatileLegacy, phases 1 and 2 (and phase 0 with a Checkpoint)
+//     serve the checkpoint with whatever legacy holds, and refill legacy,
+//     even when the listing failed: legacy is not the side they serve from.
+//     Over a checkpoint behind legacy they let legacy decide which entries
+//     exist, as phase 1 does (phase 0 serves legacy), because the phase-0
+//     run's state died with it. Phase 3 serves the checkpoint, and neither
+//     takes legacy as evidence nor compares with it.
 //  4. Phase 0 serves legacy, as the old binary did.
 //  5. Phase 1 takes legacy's word on which entries exist.
 //  6. Phase 2 does the same over a checkpoint it cannot trust to hold every
@@ -98,7 +107,8 @@
 //     (Report.Diverged), Config.Merge picks the value and the key comes with
 //     it; by default legacy's value for a legacy the Store writes, the
 //     checkpoint's for one that observes.
-//   - An entry only legacy has is served (Report.Backfilled in phase 2).
+//   - An entry only legacy has is served (Report.Backfilled, except in
+//     phase 1, where legacy is the basis).
 //   - An entry only the checkpoint has is dropped where legacy decides which
 //     entries exist (rules 5 and 6) and, in phase 2, for a legacy the Store
 //     writes (Report.Dropped). For a legacy that observes it is kept as an
@@ -125,14 +135,18 @@
 //     saved before Restore returns, so that the next phase finds it current.
 //   - Every save records the Store's phase, with two exceptions that record
 //     phase 0's mark: phase 0 itself (when it has a Checkpoint, once per
-//     boot), and a phase 1 or 2 run that could not read legacy in full, which
-//     may have missed an entry only legacy holds. Phase 3 then refuses the
-//     file until a run reads legacy in full.
+//     boot; it keeps the checkpoint's own entries, or saves legacy's when
+//     the checkpoint cannot be used), and a phase 1 or 2 run that could not
+//     read legacy in full, which may have missed an entry only legacy
+//     holds (not with VolatileLegacy, whose legacy holds nothing the
+//     checkpoint lacks). Phase 3 then refuses the file until a run reads
+//     legacy in full.
 //
 // The side the phase must serve from has to be readable: a legacy listing
-// that fails in phases 0 and 1 (and in phase 2 over a checkpoint it cannot
-// trust), or a checkpoint that cannot be read for a reason other than its
-// content (EIO), fails Restore in every mode. Without Strict, these
+// that fails where legacy decides (phase 0, phase 1, phase 2 over a
+// checkpoint it cannot trust; with VolatileLegacy, only over a checkpoint
+// behind legacy), or a checkpoint that cannot be read for a reason other
+// than its content (EIO), fails Restore in every mode. Without Strict, these
 // refusals remain: ErrStale, ErrUnsafeRestore, checkpoint.ErrNewerSchema
 // where the checkpoint is the sole copy, and a side the phase must serve
 // from that cannot be read at all. Everything else is logged, reported in

@@ -23,8 +23,11 @@ const (
 // lists are in no particular order.
 type Report[K comparable] struct {
 	Phase Phase
-	// ReadFrom is the sides the served state was built from; "" when
-	// Restore failed.
+	// ReadFrom is the sides restore read to build the served state: legacy
+	// in phase 0; the checkpoint and legacy in phases 1 and 2 (legacy alone
+	// when the checkpoint could not be used); the checkpoint in phase 3 and
+	// when legacy is stale; ReadNothing for a fresh start; "" when Restore
+	// failed. A side read only to compare is in Shadow.
 	ReadFrom Sides
 
 	Restored       int // entries served

@@ -91,8 +91,8 @@ func (s *Store[K, V]) build(b basis, in *sides[K, V], r *Report[K]) built[K, V] 
 	if in.lg.err != nil {
 		r.Errors = append(r.Errors, in.lg.err)
 	}
-	r.ReadFrom = s.readFrom(b, in)
 	s.count(&out, r)
+	r.ReadFrom = readFrom(b, in)
 	if b == basisLegacyDecides && s.cfg.Phase == PhaseExpand && in.ck.usable && r.Stale == "" && out.changed {
 		r.Stale = fmt.Sprintf("it differs from legacy (%s dropped, %s with other values, %s only in legacy): a phase-0 run or a crash since seq %d",
 			entries(len(r.Dropped)), entries(len(r.Diverged)), entries(out.onlyLegacy), in.ck.meta.Seq)
@@ -100,37 +100,51 @@ func (s *Store[K, V]) build(b basis, in *sides[K, V], r *Report[K]) built[K, V] 
 	return out
 }
 
-// readFrom says which sides the served state was built from.
-func (s *Store[K, V]) readFrom(b basis, in *sides[K, V]) Sides {
+// readFrom says which sides restore read to build the served state (a side
+// read only to compare is in Report.Shadow).
+func readFrom[K comparable, V any](b basis, in *sides[K, V]) Sides {
+	ck, lg := in.ck.usable, len(in.lg.entries) > 0
+	switch b {
+	case basisLegacy:
+		return ReadLegacy
+	case basisReconcile:
+		return ReadCheckpointAndLegacy
+	case basisLegacyDecides:
+		lg = true
+	case basisHeal, basisCheckpoint:
+		lg = false
+	}
 	switch {
-	case b == basisLegacy:
-		return ReadLegacy
-	case b == basisReconcile:
+	case ck && lg:
 		return ReadCheckpointAndLegacy
-	case b == basisLegacyDecides && in.ck.usable && s.cfg.Phase != PhaseExpand:
-		return ReadCheckpointAndLegacy
-	case b == basisLegacyDecides:
-		return ReadLegacy
-	case in.ck.usable:
+	case ck:
 		return ReadCheckpoint
+	case lg:
+		return ReadLegacy
 	}
 	return ReadNothing
 }
 
-// count sets the report's counts of what is served.
+// count sets the report's counts of what is served: by the record served,
+// the checkpoint's or legacy's (a backfill included).
 func (s *Store[K, V]) count(out *built[K, V], r *Report[K]) {
 	r.Restored = len(out.vals)
-	other := 0 // entries served from the side that is not def's
+	fromCkpt := 0
+	if out.def == OriginCheckpoint {
+		fromCkpt = r.Restored
+	}
 	for k, o := range out.origin {
-		if _, ok := out.vals[k]; ok && o != out.def {
-			other++
+		if _, ok := out.vals[k]; !ok || o == out.def {
+			continue
+		}
+		switch {
+		case o == OriginCheckpoint:
+			fromCkpt++
+		case out.def == OriginCheckpoint:
+			fromCkpt--
 		}
 	}
-	if out.def == OriginCheckpoint {
-		r.FromLegacy, r.FromCheckpoint = other, r.Restored-other
-	} else {
-		r.FromCheckpoint, r.FromLegacy = other, r.Restored-other
-	}
+	r.FromCheckpoint, r.FromLegacy = fromCkpt, r.Restored-fromCkpt
 }
 
 // entries says "1 entry" or "n entries".

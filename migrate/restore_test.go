@@ -121,7 +121,6 @@ func staleByContent(p migrate.Phase, explicit bool, w want) want {
 	switch {
 	case p == migrate.PhaseExpand:
 		w.dropped, w.stale = []string{"d"}, true
-		w.readFrom = migrate.ReadLegacy
 	case w.stale: // phase 2 over a file behind legacy restores as phase 1
 		w.backfilled, w.dropped = []string{"c"}, []string{"d"}
 	case explicit:
@@ -156,7 +155,7 @@ var restoreCases = []setup{
 			case migrate.PhaseLegacy:
 				return phase0(want{}, legacyL)
 			case migrate.PhaseExpand:
-				return saved(p, want{served: legacyL, readFrom: migrate.ReadLegacy})
+				return saved(p, want{served: legacyL, readFrom: migrate.ReadCheckpointAndLegacy})
 			case migrate.PhaseMigrate:
 				return want{served: legacyL, readFrom: migrate.ReadCheckpointAndLegacy}
 			default:
@@ -208,7 +207,7 @@ var restoreCases = []setup{
 			case migrate.PhaseLegacy:
 				return phase0(want{}, contractC)
 			case migrate.PhaseExpand:
-				return saved(p, want{served: legacyL, readFrom: migrate.ReadLegacy, stale: true, dropped: []string{"e"}})
+				return saved(p, want{served: legacyL, readFrom: migrate.ReadCheckpointAndLegacy, stale: true, dropped: []string{"e"}})
 			default:
 				return want{served: contractC, readFrom: migrate.ReadCheckpointAndLegacy, orphaned: []string{"e"}}
 			}
@@ -282,12 +281,11 @@ var restoreCases = []setup{
 			case p == migrate.PhaseLegacy:
 				return phase0(w, map[string]int{"a": 1, "d": 4})
 			case p == migrate.PhaseExpand:
-				w.served, w.readFrom, w.stale, w.dropped = legacyL, migrate.ReadLegacy, true, []string{"d"}
-			case p == migrate.PhaseMigrate && explicit:
-				w.served, w.readFrom, w.backfilled, w.dropped = legacyL, migrate.ReadCheckpointAndLegacy, []string{"b", "c"}, []string{"d"}
+				w.served, w.readFrom, w.stale, w.dropped = legacyL, migrate.ReadCheckpointAndLegacy, true, []string{"d"}
 			case p == migrate.PhaseMigrate:
-				w.served = map[string]int{"a": 1, "b": 2, "c": 3, "d": 4}
-				w.readFrom, w.backfilled, w.orphaned = migrate.ReadCheckpointAndLegacy, []string{"b", "c"}, []string{"d"}
+				// A file moved aside is not trusted to hold every entry:
+				// legacy decides, as in phase 1.
+				w.served, w.readFrom, w.backfilled, w.dropped = legacyL, migrate.ReadCheckpointAndLegacy, []string{"b", "c"}, []string{"d"}
 			default:
 				w.served, w.readFrom = map[string]int{"a": 1, "d": 4}, migrate.ReadCheckpoint
 				w.shadow = crossCheck([]string{"b", "c"}, []string{"d"}, nil)

@@ -139,7 +139,8 @@ func rulePhase1[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bo
 // entry (missing, moved aside, from an earlier boot, or behind legacy)
 // restores as phase 1 does.
 func rulePhase2Behind[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bool, error) {
-	if s.cfg.Phase != PhaseMigrate || (in.ck.usable && !in.ck.behind) {
+	trusted := in.ck.usable && !in.ck.behind && in.ck.aside == nil
+	if s.cfg.Phase != PhaseMigrate || trusted {
 		return 0, false, nil
 	}
 	return needsLegacy(s, in, basisLegacyDecides)

@@ -128,7 +128,8 @@ func TestSeedUpgradeDowngradeUpgrade(t *testing.T) {
 
 	r := n.start(migrate.PhaseExpand)
 	n.serves(map[string]string{"B": "10.0.0.3", "C": "10.0.0.2"})
-	assert.Equal(t, migrate.ReadLegacy, r.ReadFrom)
+	assert.Equal(t, migrate.ReadCheckpointAndLegacy, r.ReadFrom, "legacy decides; the checkpoint's records are kept where legacy agrees")
+	assert.Equal(t, []ipamKey{real("A")}, r.Dropped, "A's stale allocation is dropped")
 	assert.NotEmpty(t, r.Stale, "the stale checkpoint is detected")
 	assert.True(t, r.CheckpointRewritten, "and healed")
 	snap, err := n.cp.Reopen().Load(context.Background())
@@ -183,7 +184,8 @@ func TestSeedMoreRollouts(t *testing.T) {
 		n.del("A")
 		r := n.start(migrate.PhaseExpand)
 		n.serves(map[string]string{"B": "10.0.0.3"})
-		assert.Equal(t, migrate.ReadLegacy, r.ReadFrom, "CRI is never stale")
+		assert.Empty(t, r.LegacyStale, "CRI is never stale")
+		assert.Equal(t, migrate.ReadCheckpointAndLegacy, r.ReadFrom, "phase 1 reads legacy, and the checkpoint's records")
 	})
 	t.Run("0 → 3 is refused when phase 0 ran this library", func(t *testing.T) {
 		n := newNode(t)
