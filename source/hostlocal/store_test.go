@@ -359,3 +359,33 @@ func TestCanceledContext(t *testing.T) {
 	assert.ErrorIs(t, s.Put(ctx, key("c", "eth0"), alloc("10.0.0.2")), context.Canceled)
 	assert.Empty(t, dirFiles(t, s.Dir()))
 }
+
+// List reads an owner as host-local compares it, after strings.TrimSpace,
+// and host-local's own store finds the address under the key List gives.
+func TestOwnerFormsAgreeWithHostLocal(t *testing.T) {
+	for _, tc := range []struct {
+		content string
+		want    hostlocal.Key
+	}{
+		{"c1\r\neth0", key("c1", "eth0")},
+		{"c1\r\neth0\n", key("c1", "eth0")},
+		{"  c1\r\neth0 \t", key("c1", "eth0")},
+		{"c1", key("c1", "")},
+		{"c1\n", key("c1", "")},
+		{"\tc1 ", key("c1", "")},
+		{"c1\r\n", key("c1", "")},
+	} {
+		t.Run(tc.content, func(t *testing.T) {
+			s := openSource(t)
+			require.NoError(t, os.WriteFile(filepath.Join(s.Dir(), "10.0.0.2"), []byte(tc.content), 0o600))
+			assert.Equal(t, map[hostlocal.Key]hostlocal.Allocation{tc.want: alloc("10.0.0.2")}, list(t, s))
+			ifname := tc.want.IfName
+			if ifname == "" {
+				ifname = "any0" // an ID-only file belongs to every interface
+			}
+			ips := realStore(t, s).GetByID(tc.want.ContainerID, ifname)
+			require.Len(t, ips, 1)
+			assert.Equal(t, "10.0.0.2", ips[0].String())
+		})
+	}
+}
