@@ -33,18 +33,20 @@
 //
 // # Locking
 //
-// host-local serialises its execs with an exclusive flock(2) on the file
-// "lock" in the network directory (plugins backend/disk/lock.go), held
-// for the whole of an ADD or DEL. While a node's plugin binary is
-// replaced, an old host-local binary and a new plugin built on phaseshift
-// run side by side, so the new one takes the same lock whenever it touches
-// host-local's files: each Source method takes it for its own duration,
-// and [Source.Lock] holds it across several, until [Source.Unlock] or
+// host-local serialises the changes to its files with an exclusive
+// flock(2) on the file "lock" in the network directory (plugins
+// backend/disk/lock.go), which it holds while it allocates in one range
+// set (allocator.Get: GetByID, then Reserve until one succeeds) or
+// releases (allocator.Release). While a node's plugin binary is replaced,
+// an old host-local binary and a new plugin built on phaseshift run side by
+// side, so the new one takes the same lock whenever it touches host-local's
+// files: each Source method takes it for its own duration, and
+// [Source.Lock] holds it across several, until [Source.Unlock] or
 // [Source.Close].
 //
 // An exec'd plugin takes both locks in one fixed order, and holds
 // host-local's across its restore and its write, as host-local holds its
-// lock across reading, allocating and reserving:
+// lock from reading its files to reserving:
 //
 //  1. checkpoint.Open, which takes the checkpoint's lock (path+".lock");
 //  2. Source.Lock, host-local's lock, before Store.Restore;
@@ -64,7 +66,9 @@
 // holds host-local's lock while it waits for a checkpoint lock. The old
 // host-local binary takes no checkpoint lock at all, so it always finishes
 // and releases its lock; every new binary, in any phase, takes the
-// checkpoint's lock first. Taking the checkpoint's first is also the
+// checkpoint's lock first. (An exec touches one network; a process that
+// holds the locks of several networks takes those in one order too.)
+// Taking the checkpoint's first is also the
 // cheaper order: new execs queue on the checkpoint among themselves, and
 // host-local's lock, the one old binaries wait for, is held only for the
 // critical section. Without Lock, each operation still takes host-local's
@@ -97,10 +101,11 @@
 //     right only where a container has one interface per network. A Put of
 //     the real key for one of its addresses fails with ErrReserved until
 //     the old key is deleted.
-//   - Put is all or nothing unless the process dies inside it: then the key
-//     may hold its new addresses and some of its old ones, more than it
-//     should (a leak, never an address given twice), until the next Put or
-//     Delete of the key. A file whose creation was cut short is empty; List
+//   - Put reserves the new addresses before it removes the old ones. A
+//     process that dies inside it, or a replaced file that cannot be
+//     removed, leaves the key with its new addresses and some of its old
+//     ones, more than it should (a leak, never an address given twice),
+//     until the next Put or Delete of the key. A file whose creation was cut short is empty; List
 //     reports it (ErrMalformed) and its address stays reserved until it is
 //     removed, as with host-local.
 //   - With WithRangeIndex, every Put that reserves an address moves
@@ -111,8 +116,10 @@
 //   - Put fsyncs the files it creates and the directory; Delete the
 //     directory. host-local fsyncs nothing, so after a power cut its last
 //     reservations may be gone (with the containers that held them).
-//   - Every operation reads the whole directory, one small file per
-//     address, as host-local's own GetByID and ReleaseByID do.
+//   - List reads the whole directory, one small file per address, as
+//     host-local's own GetByID does on every ADD; so do Put and Delete,
+//     except under Lock after a List, when they reuse what it read (nobody
+//     else may change the files meanwhile).
 //   - flock locks belong to open files, not processes: two Sources of one
 //     network in one process exclude each other like two processes, so a
 //     process must not hold Lock on one while it uses the other.

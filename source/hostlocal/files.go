@@ -3,7 +3,6 @@ package hostlocal
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/netip"
 	"os"
@@ -39,10 +38,10 @@ type file struct {
 	key  Key
 }
 
-// scan reads the network's directory: the address files it could read, an
-// error wrapping ErrMalformed for each it could not, or an error if the
-// directory itself could not be read.
-func (s *Source) scan() ([]file, []error, error) {
+// scan reads the network's directory: the address files it could read, by
+// address, an error wrapping ErrMalformed for each it could not, or an
+// error if the directory itself could not be read.
+func (s *Source) scan() (map[netip.Addr]file, []error, error) {
 	d, err := os.Open(s.dir)
 	if err != nil {
 		return nil, nil, err
@@ -54,7 +53,7 @@ func (s *Source) scan() ([]file, []error, error) {
 	if err != nil {
 		return nil, nil, &fs.PathError{Op: "readdir", Path: s.dir, Err: err}
 	}
-	files := make([]file, 0, len(entries))
+	files := make(map[netip.Addr]file, len(entries))
 	var bad []error
 	buf := make([]byte, 512)
 	for _, e := range entries {
@@ -88,38 +87,50 @@ func (s *Source) scan() ([]file, []error, error) {
 			bad = append(bad, &fs.PathError{Op: "read", Path: path, Err: err})
 			continue
 		}
-		files = append(files, file{addr: addr, path: path, key: key})
+		files[addr] = file{addr: addr, path: path, key: key}
 	}
 	return files, bad, nil
 }
 
 // readSmall reads the file at path into buf (grown as needed, up to
 // maxFileSize) without following a symlink. It returns the data and the
-// buffer to reuse.
+// buffer to reuse. It calls open(2), read(2) and close(2) directly: a
+// network holds thousands of files, and os.OpenFile adds an fstat and an
+// attempt to register each with the poller.
 func readSmall(path string, buf []byte) ([]byte, []byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
 			return nil, buf, malformed(path, "a symbolic link")
 		}
-		return nil, buf, err
+		return nil, buf, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	defer f.Close()
+	defer unix.Close(fd)
 	n := 0
 	for {
 		if n == len(buf) {
 			buf = append(buf, make([]byte, len(buf))...)
 		}
-		m, err := f.Read(buf[n:])
+		m, err := unix.Read(fd, buf[n:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, buf, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
 		n += m
 		if n > maxFileSize {
 			return nil, buf, malformed(path, fmt.Sprintf("larger than %d bytes", maxFileSize))
 		}
-		if errors.Is(err, io.EOF) {
+		if m == 0 {
 			return buf[:n], buf, nil
-		}
-		if err != nil {
-			return nil, buf, &fs.PathError{Op: "read", Path: path, Err: err}
 		}
 	}
 }

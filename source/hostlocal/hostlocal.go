@@ -97,9 +97,15 @@ type Source struct {
 	store   *disk.Store // the plugins' own store, through which Put reserves
 	cfg     config
 
-	mu     sync.Mutex // guards held and closed; held by every operation, which makes them run one at a time
+	mu     sync.Mutex // guards held, index and closed; held by every operation, which makes them run one at a time
 	held   *os.File   // the open file holding host-local's lock after Lock; nil when not held
 	closed bool
+	// index is what the last read of the directory under Lock found, kept
+	// current by this Source's own writes. While the lock is held no
+	// host-local and no other Source changes the files, so a Put after
+	// Restore's List need not read a thousand files again. nil when Lock
+	// does not hold the lock, and after a write that failed.
+	index map[netip.Addr]file
 }
 
 var (
@@ -189,7 +195,7 @@ func (s *Source) release() error {
 		return nil
 	}
 	err := s.held.Close() // closing the only descriptor of the lock's open file drops the flock
-	s.held = nil
+	s.held, s.index = nil, nil
 	if err != nil {
 		return fmt.Errorf("hostlocal: unlock %s: %w", s.lockPath(), err)
 	}
@@ -233,6 +239,9 @@ func (s *Source) List(ctx context.Context) (map[Key]Allocation, error) {
 		if err != nil {
 			return err
 		}
+		if s.held != nil {
+			s.index = files
+		}
 		out = make(map[Key]Allocation)
 		for _, f := range files {
 			a := out[f.key]
@@ -259,7 +268,9 @@ func (s *Source) List(ctx context.Context) (map[Key]Allocation, error) {
 //
 // If another key, or a file List cannot read, holds one of the addresses,
 // Put fails with ErrReserved, removes what it reserved, and changes
-// nothing else. key must be of s's network; its ContainerID must be
+// nothing else; so it does when a reservation fails otherwise. If a
+// replaced address's file cannot be removed, Put fails and the key holds
+// its new addresses and the old ones not yet removed. key must be of s's network; its ContainerID must be
 // non-empty, and its ContainerID and IfName valid UTF-8 without whitespace
 // or control characters (an empty IfName writes the pre-v0.8.0 form).
 // alloc must hold at least one address, in the form [NewAllocation]
@@ -276,45 +287,22 @@ func (s *Source) Put(ctx context.Context, key Key, alloc Allocation) error {
 }
 
 func (s *Source) put(key Key, alloc Allocation) error {
-	// Files List cannot read are not needed here: their addresses stay
-	// reserved because Reserve refuses an existing file.
-	files, _, err := s.scan()
+	files, err := s.files()
 	if err != nil {
 		return fmt.Errorf("hostlocal: put %s: %w", key, err)
 	}
-	have := map[netip.Addr]string{}   // key's addresses and their files
-	holder := map[netip.Addr]string{} // every listed address and its owner, for the error
+	// A failed write leaves the index unknown; a successful one updates it.
+	index := s.index
+	s.index = nil
+	have := map[netip.Addr]string{} // key's addresses and their files
 	for _, f := range files {
-		holder[f.addr] = f.key.String()
 		if f.key == key {
 			have[f.addr] = f.path
 		}
 	}
-	var made []string
-	for _, ip := range alloc.IPs {
-		if _, ok := have[ip]; ok {
-			continue
-		}
-		path, err := s.reserve(key, ip)
-		if err == nil {
-			made = append(made, path)
-			continue
-		}
-		removeAll(made)
-		if errors.Is(err, ErrReserved) {
-			owner, ok := holder[ip]
-			if !ok {
-				owner = "a file this package cannot read (see List's errors)"
-			}
-			return fmt.Errorf("hostlocal: put %s: %w: %s is held by %s", key, err, path, owner)
-		}
+	made, err := s.reserveNew(key, alloc, have, files)
+	if err != nil {
 		return fmt.Errorf("hostlocal: put %s: %w", key, err)
-	}
-	for _, path := range made {
-		if err := syncFile(path); err != nil {
-			removeAll(made)
-			return fmt.Errorf("hostlocal: put %s: %w", key, err)
-		}
 	}
 	want := map[netip.Addr]bool{}
 	for _, ip := range alloc.IPs {
@@ -330,13 +318,73 @@ func (s *Source) put(key Key, alloc Allocation) error {
 		}
 		removed++
 	}
-	if len(made)+removed == 0 {
-		return nil
+	if len(made)+removed > 0 {
+		if err := syncDir(s.dir); err != nil {
+			return fmt.Errorf("hostlocal: put %s: %w", key, err)
+		}
 	}
-	if err := syncDir(s.dir); err != nil {
-		return fmt.Errorf("hostlocal: put %s: %w", key, err)
+	if index != nil {
+		for ip := range have {
+			delete(index, ip)
+		}
+		for _, ip := range alloc.IPs {
+			index[ip] = file{addr: ip, path: disk.GetEscapedPath(s.dir, ip.String()), key: key}
+		}
+		s.index = index
 	}
 	return nil
+}
+
+// reserveNew reserves the addresses of alloc that key does not have yet
+// and fsyncs their files. On an error it removes what it reserved. files
+// names the holders for ErrReserved.
+func (s *Source) reserveNew(key Key, alloc Allocation, have map[netip.Addr]string, files map[netip.Addr]file) ([]string, error) {
+	var made []string
+	for _, ip := range alloc.IPs {
+		if _, ok := have[ip]; ok {
+			continue
+		}
+		path, err := s.reserve(key, ip)
+		if err == nil {
+			made = append(made, path)
+			continue
+		}
+		removeAll(made)
+		if errors.Is(err, ErrReserved) {
+			owner := "a file this package cannot read (see List's errors)"
+			if f, ok := files[ip]; ok {
+				owner = f.key.String()
+			}
+			return nil, fmt.Errorf("%w: %s is held by %s", err, path, owner)
+		}
+		return nil, err
+	}
+	for _, path := range made {
+		if err := syncFile(path); err != nil {
+			removeAll(made)
+			return nil, err
+		}
+	}
+	return made, nil
+}
+
+// files returns the readable address files: the index if Lock holds the
+// lock and a read under it made one, else what a read of the directory
+// finds now (which becomes the index under Lock). Files that cannot be
+// read are left out: their addresses stay reserved all the same, because
+// Reserve refuses an existing file.
+func (s *Source) files() (map[netip.Addr]file, error) {
+	if s.index != nil {
+		return s.index, nil
+	}
+	files, _, err := s.scan()
+	if err != nil {
+		return nil, err
+	}
+	if s.held != nil {
+		s.index = files
+	}
+	return files, nil
 }
 
 // reserve creates ip's file for key and returns its path, or ErrReserved
@@ -348,6 +396,7 @@ func (s *Source) reserve(key Key, ip netip.Addr) (string, error) {
 			ok, err := s.store.Reserve(key.ContainerID, key.IfName, ip.AsSlice(), strconv.Itoa(idx))
 			switch {
 			case err != nil:
+				s.undoReserve(path, key)
 				return path, err
 			case !ok:
 				return path, ErrReserved
@@ -356,6 +405,20 @@ func (s *Source) reserve(key Key, ip netip.Addr) (string, error) {
 		}
 	}
 	return path, reserveFile(path, key)
+}
+
+// undoReserve removes the file of a Reserve that failed after creating it:
+// Reserve returns an error, and leaves the address's file behind, when it
+// cannot write last_reserved_ip. The lock is held and the file was not
+// key's before, so a file that names key is the one Reserve made.
+func (s *Source) undoReserve(path string, key Key) {
+	data, _, err := readSmall(path, make([]byte, 128))
+	if err != nil {
+		return
+	}
+	if owner, err := parseOwner(s.network, string(data)); err == nil && owner == key {
+		_ = os.Remove(path)
+	}
 }
 
 // Delete removes every file that names key as its owner, and fsyncs the
@@ -369,11 +432,13 @@ func (s *Source) Delete(ctx context.Context, key Key) error {
 		return fmt.Errorf("hostlocal: delete %s: %w: the key is of network %q, this Source's is %q", key, ErrInvalid, key.Network, s.network)
 	}
 	return s.do(ctx, "delete", func() error {
-		files, _, err := s.scan()
+		files, err := s.files()
 		if err != nil {
 			return fmt.Errorf("hostlocal: delete %s: %w", key, err)
 		}
-		removed := 0
+		index := s.index
+		s.index = nil
+		var removed []netip.Addr
 		for _, f := range files {
 			if f.key != key {
 				continue
@@ -381,13 +446,18 @@ func (s *Source) Delete(ctx context.Context, key Key) error {
 			if err := os.Remove(f.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("hostlocal: delete %s: %w", key, err)
 			}
-			removed++
+			removed = append(removed, f.addr)
 		}
-		if removed == 0 {
-			return nil
+		if len(removed) > 0 {
+			if err := syncDir(s.dir); err != nil {
+				return fmt.Errorf("hostlocal: delete %s: %w", key, err)
+			}
 		}
-		if err := syncDir(s.dir); err != nil {
-			return fmt.Errorf("hostlocal: delete %s: %w", key, err)
+		if index != nil {
+			for _, ip := range removed {
+				delete(index, ip)
+			}
+			s.index = index
 		}
 		return nil
 	})

@@ -108,35 +108,62 @@ func TestPutWritesWhatTheRealStoreWrites(t *testing.T) {
 	}
 }
 
+// Put, Delete and List agree, checked against the files themselves after
+// every write: with each operation taking the lock for itself, and with
+// Lock held throughout, where writes reuse what the last read found.
 func TestRoundTrip(t *testing.T) {
-	ctx := context.Background()
-	s := openSource(t)
-	want := map[hostlocal.Key]hostlocal.Allocation{}
-	put := func(k hostlocal.Key, a hostlocal.Allocation) {
-		t.Helper()
-		require.NoError(t, s.Put(ctx, k, a))
-		want[k] = a
-		assert.Equal(t, want, list(t, s))
+	for _, locked := range []bool{false, true} {
+		t.Run(map[bool]string{false: "lock per operation", true: "under Lock"}[locked], func(t *testing.T) {
+			ctx := context.Background()
+			s := openSource(t)
+			if locked {
+				require.NoError(t, s.Lock(ctx))
+			}
+			want := map[hostlocal.Key]hostlocal.Allocation{}
+			check := func() {
+				t.Helper()
+				files := map[string]string{}
+				for k, a := range want {
+					for _, ip := range a.IPs {
+						files[ip.String()] = k.ContainerID + "\r\n" + k.IfName
+					}
+				}
+				assert.Equal(t, files, dirFiles(t, s.Dir()))
+			}
+			put := func(k hostlocal.Key, a hostlocal.Allocation) {
+				t.Helper()
+				require.NoError(t, s.Put(ctx, k, a))
+				want[k] = a
+				check()
+			}
+			del := func(k hostlocal.Key) {
+				t.Helper()
+				require.NoError(t, s.Delete(ctx, k))
+				delete(want, k)
+				check()
+			}
+			put(key("a", "eth0"), alloc("10.0.0.2"))
+			assert.Equal(t, want, list(t, s))
+			put(key("b", "eth0"), alloc("10.0.0.3", "fd00::3"))
+			put(key("a", "eth0"), alloc("10.0.0.2")) // the same again: nothing changes
+			put(key("a", "eth0"), alloc("10.0.0.4", "fd00::4"))
+			put(key("b", "eth0"), alloc("fd00::3")) // drops one of its addresses
+			require.ErrorIs(t, s.Put(ctx, key("c", "eth0"), alloc("10.0.0.4")), hostlocal.ErrReserved)
+			check()
+			put(key("a", "eth0"), alloc("10.0.0.2"))
+			put(key("b", "eth0"), alloc("10.0.0.4")) // an address a released just now
+			put(key("a", ""), alloc("10.0.0.9"))     // the pre-v0.8.0 form
+			assert.Equal(t, want, list(t, s))
+			del(key("a", "eth0"))
+			del(key("a", "eth0")) // absent: not an error
+			put(key("c", "eth0"), alloc("10.0.0.2"))
+			del(key("a", ""))
+			del(key("b", "eth0"))
+			assert.Equal(t, want, list(t, s))
+			del(key("c", "eth0"))
+			assert.Empty(t, dirFiles(t, s.Dir()), "nothing left but the lock")
+		})
 	}
-	del := func(k hostlocal.Key) {
-		t.Helper()
-		require.NoError(t, s.Delete(ctx, k))
-		delete(want, k)
-		assert.Equal(t, want, list(t, s))
-	}
-	put(key("a", "eth0"), alloc("10.0.0.2"))
-	put(key("b", "eth0"), alloc("10.0.0.3", "fd00::3"))
-	put(key("a", "eth0"), alloc("10.0.0.2")) // the same again: nothing changes
-	put(key("a", "eth0"), alloc("10.0.0.4", "fd00::4"))
-	put(key("b", "eth0"), alloc("fd00::3")) // drops one of its addresses
-	put(key("a", "eth0"), alloc("10.0.0.2"))
-	put(key("b", "eth0"), alloc("10.0.0.4")) // an address a released just now
-	put(key("a", ""), alloc("10.0.0.9"))     // the pre-v0.8.0 form
-	del(key("a", "eth0"))
-	del(key("a", "eth0")) // absent: not an error
-	del(key("a", ""))
-	del(key("b", "eth0"))
-	assert.Empty(t, dirFiles(t, s.Dir()), "nothing left but the lock")
 }
 
 // Put never takes an address another key holds; it fails with
@@ -388,4 +415,17 @@ func TestOwnerFormsAgreeWithHostLocal(t *testing.T) {
 			assert.Equal(t, "10.0.0.2", ips[0].String())
 		})
 	}
+}
+
+// A Reserve that fails after creating the address's file (here: the
+// last_reserved_ip file cannot be written) leaves nothing behind.
+func TestPutUndoesAFailedReserve(t *testing.T) {
+	ctx := context.Background()
+	s := openSource(t, hostlocal.WithRangeIndex(func(netip.Addr) (int, bool) { return 0, true }))
+	// A directory where Reserve writes last_reserved_ip.0 makes it fail.
+	require.NoError(t, os.Mkdir(filepath.Join(s.Dir(), "last_reserved_ip.0"), 0o700))
+	err := s.Put(ctx, key("c1", "eth0"), alloc("10.0.0.2", "10.0.0.3"))
+	require.Error(t, err)
+	assert.Empty(t, list(t, s))
+	assert.NoFileExists(t, filepath.Join(s.Dir(), "10.0.0.2"))
 }
