@@ -228,16 +228,18 @@ func (s *Source) do(ctx context.Context, op string, fn func() error) error {
 // List returns every allocation in the network's directory: one entry per
 // key, with the addresses of the files that name it as their owner. It
 // skips what is not an allocation: the lock file, the last_reserved_ip
-// files (see LastReserved), directories and files whose name is not an
-// address. A file named after an address that cannot be read as host-local
-// writes it is reported, wrapping ErrMalformed and naming its path, in a
-// *source.ListError returned with the entries that could be read.
+// files (see LastReserved), and files and directories whose name is not an
+// address. A file or directory named after an address that cannot be read
+// as host-local writes it is reported, wrapping ErrMalformed and naming its
+// path, in a *source.ListError returned with the entries that could be
+// read. If the directory itself cannot be read, List fails.
 func (s *Source) List(ctx context.Context) (map[Key]Allocation, error) {
 	var out map[Key]Allocation
 	err := s.do(ctx, "list", func() error {
+		s.index = nil
 		files, bad, err := s.scan()
 		if err != nil {
-			return err
+			return fmt.Errorf("hostlocal: list %s: %w", s.dir, err)
 		}
 		if s.held != nil {
 			s.index = files
@@ -267,15 +269,18 @@ func (s *Source) List(ctx context.Context) (map[Key]Allocation, error) {
 // and the directory before it returns.
 //
 // If another key, or a file List cannot read, holds one of the addresses,
-// Put fails with ErrReserved, removes what it reserved, and changes
-// nothing else; so it does when a reservation fails otherwise. If a
-// replaced address's file cannot be removed, Put fails and the key holds
-// its new addresses and the old ones not yet removed. key must be of s's network; its ContainerID must be
-// non-empty, and its ContainerID and IfName valid UTF-8 without whitespace
-// or control characters (an empty IfName writes the pre-v0.8.0 form).
-// alloc must hold at least one address, in the form [NewAllocation]
-// builds, with no zone and no IPv4-mapped IPv6 address (host-local names
-// such a file as IPv4). Anything else fails with ErrInvalid.
+// Put fails with ErrReserved, removes what it reserved, and changes no
+// other address file; so it does when a reservation fails otherwise
+// (last_reserved_ip may have moved: see WithRangeIndex). If a replaced
+// address's file cannot be removed, Put fails and the key holds its new
+// addresses and the old ones not yet removed.
+//
+// key must be of s's network; its ContainerID must be non-empty, and its
+// ContainerID and IfName valid UTF-8 without whitespace or control
+// characters (an empty IfName writes the pre-v0.8.0 form). alloc must
+// hold at least one address, in the form [NewAllocation] builds, with no
+// zone and no IPv4-mapped IPv6 address (host-local names such a file as
+// IPv4). Anything else fails with ErrInvalid.
 func (s *Source) Put(ctx context.Context, key Key, alloc Allocation) error {
 	if err := s.checkKey(key); err != nil {
 		return fmt.Errorf("hostlocal: put %s: %w", key, err)

@@ -429,3 +429,19 @@ func TestPutUndoesAFailedReserve(t *testing.T) {
 	assert.Empty(t, list(t, s))
 	assert.NoFileExists(t, filepath.Join(s.Dir(), "10.0.0.2"))
 }
+
+// A directory that cannot be read fails List as a whole: not a partial
+// listing, which a Store would take as evidence for what it could read.
+func TestListFailsWithoutTheDirectory(t *testing.T) {
+	ctx := context.Background()
+	s := openSource(t)
+	require.NoError(t, s.Put(ctx, key("c1", "eth0"), alloc("10.0.0.2")))
+	require.NoError(t, s.Lock(ctx)) // so that the lock file need not be opened again
+	require.NoError(t, os.RemoveAll(s.Dir()))
+	got, err := s.List(ctx)
+	require.Error(t, err)
+	assert.False(t, source.Partial(err), "%v", err)
+	assert.Contains(t, err.Error(), s.Dir())
+	assert.Nil(t, got)
+	assert.Error(t, s.Put(ctx, key("c1", "eth0"), alloc("10.0.0.3")))
+}
