@@ -3,6 +3,7 @@ module github.com/phaseshift/phaseshift
 go 1.24.0
 
 require (
+	github.com/containernetworking/plugins v1.7.1
 	github.com/google/renameio/v2 v2.0.1
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
@@ -14,6 +15,7 @@ require (
 )
 
 require (
+	github.com/alexflint/go-filemutex v1.3.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/net v0.49.0 // indirect
