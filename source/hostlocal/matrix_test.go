@@ -3,7 +3,7 @@ package hostlocal_test
 import (
 	"context"
 	"fmt"
-	"math/rand"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"strconv"
@@ -46,30 +46,26 @@ func TestMatrix(t *testing.T) {
 		return 1, true
 	}))
 	cfg := migratetest.Config[hkey, hvalue]{
-		New: func(p migrate.Phase, legacy source.Reader[hkey, hvalue], cp migrate.Checkpoint[hkey, hvalue]) (*migrate.Store[hkey, hvalue], error) {
+		New: func(p migrate.Phase, legacy source.Reader[hkey, hvalue], cp migrate.Checkpoint[hkey, hvalue]) (migrate.Config[hkey, hvalue], error) {
 			fake := legacy.(interface {
 				source.Reader[hkey, hvalue]
 				source.Writer[hkey, hvalue]
 			})
 			if err := mirror(t, src, fake); err != nil {
-				return nil, err
+				return migrate.Config[hkey, hvalue]{}, err
 			}
-			return migrate.New(migrate.Config[hkey, hvalue]{
-				Phase:      p,
-				Legacy:     &tee{t: t, files: src, fake: fake},
-				Checkpoint: cp,
-				// host-local's files hold whole values, written explicitly.
-				Merge: migrate.PreferLegacy[hkey, hvalue],
-			})
+			// host-local's files hold whole values, written explicitly: the
+			// default Merge lets them win.
+			return migrate.Config[hkey, hvalue]{Legacy: &tee{t: t, files: src, fake: fake}, Checkpoint: cp}, nil
 		},
 		Key: func(i int) hkey { return key(fmt.Sprintf("c%d", i), "eth0") },
 		// Each key draws its addresses from subnets of its own, so that a
 		// value never collides with another key's.
 		Value: func(rng *rand.Rand, k hkey) hvalue {
 			i, _ := strconv.Atoi(strings.TrimPrefix(k.ContainerID, "c"))
-			ips := []netip.Addr{netip.AddrFrom4([4]byte{10, byte(i), 0, byte(2 + rng.Intn(3))})}
-			if rng.Intn(2) == 0 {
-				ips = append(ips, netip.AddrFrom16([16]byte{0: 0xfd, 7: byte(i), 15: byte(2 + rng.Intn(3))}))
+			ips := []netip.Addr{netip.AddrFrom4([4]byte{10, byte(i), 0, byte(2 + rng.IntN(3))})}
+			if rng.IntN(2) == 0 {
+				ips = append(ips, netip.AddrFrom16([16]byte{0: 0xfd, 7: byte(i), 15: byte(2 + rng.IntN(3))}))
 			}
 			return hostlocal.NewAllocation(ips...)
 		},
