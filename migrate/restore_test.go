@@ -268,6 +268,18 @@ var restoreCases = []setup{
 		},
 	},
 	{
+		name: "checkpoint with a newer schema, written by phase 3 in an earlier boot",
+		write: func(t *testing.T, w *world) {
+			w.saveCheckpoint(t, migrate.PhaseContract, contractC, "boot-0")
+			require.NoError(t, w.cp.SetSchema(2))
+		},
+		want: func(p migrate.Phase, explicit, strict bool) want {
+			// Its state died with the reboot: nothing it says matters, and
+			// it is moved aside like any file this binary cannot read.
+			return unreadable(p, strict, checkpoint.ErrNewerSchema)
+		},
+	},
+	{
 		name: "checkpoint with an unreadable entry",
 		write: func(t *testing.T, w *world) {
 			w.cp.SetBytes(badEntryFile(t, migrate.PhaseMigrate, map[string]int{"a": 1, "d": 4}, "b"))
