@@ -171,7 +171,6 @@ func (s *Store[K, V]) repair(ctx context.Context, b basis, in *sides[K, V], out 
 		return err
 	}
 	s.meta.Phase = s.recordedPhase(b, in).String()
-	s.fullSave = false
 	if !s.needSave(b, in, out) {
 		return nil
 	}

@@ -65,7 +65,6 @@ type Store[K comparable, V any] struct {
 	token chan struct{}
 
 	// Guarded by token.
-	fullSave bool // the checkpoint may differ from memory: save it whole next time
 	// strays holds, by identity, the keys a legacy the Store writes may hold
 	// against memory's word: writes whose undo failed. The next commit
 	// writes legacy back in line for them first.

@@ -286,13 +286,14 @@ func TestMatrixCatchesBrokenRules(t *testing.T) {
 		cfg.New = func(p migrate.Phase, l source.Reader[string, int], cp migrate.Checkpoint[string, int]) (migrate.Config[string, int], error) {
 			mc, err := inner(p, l, cp)
 			if cp != nil && mc.Legacy != nil {
-				watch := &legacyWatch[string, int]{explicitLegacy: l.(explicitLegacy[string, int])}
-				mc.Legacy, mc.Checkpoint = watch, &ignoreUndoFailure[string, int]{fullCheckpoint: full(cp), legacy: watch}
+				watch := &saveWatch[string, int]{fullCheckpoint: full(cp)}
+				mc.Checkpoint = watch
+				mc.Legacy = &ignoreUndoFailure[string, int]{explicitLegacy: l.(explicitLegacy[string, int]), saves: watch}
 			}
 			return mc, err
 		}
 		cfg.MaxLen, cfg.NoCrashes, cfg.Seed = 4, true, 11
-		caught(t, cfg, 4, "INVENTED|LOST|CUT")
+		caught(t, cfg, 4, "INVENTED|LOST|STALE|CUT")
 	})
 	t.Run("phase 1 does not rewrite the checkpoint", func(t *testing.T) {
 		cfg := ipamConfig()
@@ -420,46 +421,44 @@ func (q *selfQuarantine[K, V]) Load(ctx context.Context) (checkpoint.Snapshot[K,
 	return s, err
 }
 
-// legacyWatch remembers whether the last legacy write failed.
-type legacyWatch[K comparable, V any] struct {
-	explicitLegacy[K, V]
+// saveWatch remembers whether the last save failed.
+type saveWatch[K comparable, V any] struct {
+	fullCheckpoint[K, V]
 	failed bool
 }
 
-func (w *legacyWatch[K, V]) Put(ctx context.Context, k K, v V) error {
-	err := w.explicitLegacy.Put(ctx, k, v)
+func (w *saveWatch[K, V]) Commit(ctx context.Context, m checkpoint.Meta, chs []checkpoint.Change[K, V]) error {
+	err := w.fullCheckpoint.Commit(ctx, m, chs)
 	w.failed = err != nil
 	return err
 }
 
-func (w *legacyWatch[K, V]) Delete(ctx context.Context, k K) error {
-	err := w.explicitLegacy.Delete(ctx, k)
+func (w *saveWatch[K, V]) Save(ctx context.Context, s checkpoint.Snapshot[K, V]) error {
+	err := w.fullCheckpoint.Save(ctx, s)
 	w.failed = err != nil
 	return err
 }
 
-// ignoreUndoFailure reports success for a save that undoes a write legacy
-// refused, whether or not it happened: the Store then says the write
-// failed when the checkpoint still holds it.
+// ignoreUndoFailure reports success for a legacy write that undoes a write
+// whose save failed, whether or not it happened: the Store then says the
+// write failed when legacy still holds it.
 type ignoreUndoFailure[K comparable, V any] struct {
-	fullCheckpoint[K, V]
-	legacy *legacyWatch[K, V]
+	explicitLegacy[K, V]
+	saves *saveWatch[K, V]
 }
 
-func (i *ignoreUndoFailure[K, V]) Commit(ctx context.Context, m checkpoint.Meta, chs []checkpoint.Change[K, V]) error {
-	err := i.fullCheckpoint.Commit(ctx, m, chs)
-	if err != nil && i.legacy.failed {
-		return nil
+func (i *ignoreUndoFailure[K, V]) Put(ctx context.Context, k K, v V) error {
+	if err := i.explicitLegacy.Put(ctx, k, v); err != nil && !i.saves.failed {
+		return err
 	}
-	return err
+	return nil
 }
 
-func (i *ignoreUndoFailure[K, V]) Save(ctx context.Context, s checkpoint.Snapshot[K, V]) error {
-	err := i.fullCheckpoint.Save(ctx, s)
-	if err != nil && i.legacy.failed {
-		return nil
+func (i *ignoreUndoFailure[K, V]) Delete(ctx context.Context, k K) error {
+	if err := i.explicitLegacy.Delete(ctx, k); err != nil && !i.saves.failed {
+		return err
 	}
-	return err
+	return nil
 }
 
 // noRestoreSave drops full saves: the rewrite of the checkpoint at restore.

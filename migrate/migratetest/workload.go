@@ -67,11 +67,7 @@ func (r *run[K, V]) injectFault(p migrate.Phase) string {
 	}
 	legacyErr := errors.New("injected legacy write failure")
 	switch x := r.rng.IntN(3); {
-	case x == 0 && r.w.exp != nil && p == migrate.PhaseMigrate:
-		r.w.exp.FailWrites(0, 1, legacyErr)
-		r.w.saveOK, r.w.saveFail = 1, 1
-		return "legacy write fails, and the save that undoes it too"
-	case x == 0 && r.w.exp != nil && p == migrate.PhaseExpand:
+	case x == 0 && r.w.exp != nil && (p == migrate.PhaseExpand || p == migrate.PhaseMigrate):
 		r.w.saveFail = 1
 		r.w.exp.FailWrites(1, 1, legacyErr)
 		return "checkpoint save fails, and the legacy write that undoes it too"
