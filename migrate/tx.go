@@ -51,18 +51,13 @@ func (tx *Tx[K, V]) Get(key K) (V, bool) {
 
 // All returns every entry as the transaction sees it, by stored key: the
 // committed state with the changes of the writes before it and the
-// transaction's own applied. The iteration sees the transaction's changes
-// as of each step; changing the transaction while iterating is allowed.
+// transaction's own applied. The loop body may change the transaction: an
+// entry it deletes or replaces that the loop has not reached yet is seen as
+// changed, and an entry it puts may be seen.
 func (tx *Tx[K, V]) All() iter.Seq2[K, V] {
 	tx.check()
 	return func(yield func(K, V) bool) {
 		tx.check()
-		// Snapshot the keys first: the loop body may change the Tx.
-		type kv struct {
-			k K
-			v V
-		}
-		var out []kv
 		for k, v := range tx.ov.st.vals {
 			id := tx.s.id(k)
 			if _, mine := tx.at[id]; mine {
@@ -71,20 +66,17 @@ func (tx *Tx[K, V]) All() iter.Seq2[K, V] {
 			if _, changed := tx.ov.changed[id]; changed {
 				continue
 			}
-			out = append(out, kv{k, v})
+			if !yield(k, v) {
+				return
+			}
 		}
 		for id, sl := range tx.ov.changed {
-			if _, mine := tx.at[id]; !mine && sl.present {
-				out = append(out, kv{sl.key, sl.val})
+			if _, mine := tx.at[id]; !mine && sl.present && !yield(sl.key, sl.val) {
+				return
 			}
 		}
-		for _, o := range tx.ops {
-			if !o.del {
-				out = append(out, kv{o.key, o.val})
-			}
-		}
-		for _, e := range out {
-			if !yield(e.k, e.v) {
+		for i := 0; i < len(tx.ops); i++ {
+			if o := tx.ops[i]; !o.del && !yield(o.key, o.val) {
 				return
 			}
 		}
