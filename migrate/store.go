@@ -134,7 +134,7 @@ func New[K comparable, V any](cfg Config[K, V]) (*Store[K, V], error) {
 			s.bootID = b.BootID()
 		}
 	}
-	s.meta = checkpoint.Meta{Phase: cfg.Phase.String(), Writer: cfg.Writer, BootID: s.bootID}
+	s.meta = checkpoint.Meta{Phase: cfg.Phase.String(), Writer: cfg.Version, BootID: s.bootID}
 	s.state = state[K, V]{vals: map[K]V{}}
 	return s, nil
 }

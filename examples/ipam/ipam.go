@@ -113,12 +113,12 @@ type Options struct {
 // restore report. Phase 0 is the old binary: it does not touch the file.
 func Open(ctx context.Context, o Options) (*IPAM, migrate.Report[Key], error) {
 	cfg := migrate.Config[Key, Alloc]{
-		Phase:  o.Phase,
-		Match:  byContainer,
-		Equal:  sameIPs,
-		Strict: o.Strict,
-		Writer: o.WriterName,
-		Logger: o.Logger,
+		Phase:   o.Phase,
+		Match:   byContainer,
+		Equal:   sameIPs,
+		Strict:  o.Strict,
+		Version: o.WriterName,
+		Logger:  o.Logger,
 	}
 	if o.Lister != nil {
 		cfg.Legacy = cri.Reader(o.Lister, fromSandbox)

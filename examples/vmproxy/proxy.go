@@ -187,7 +187,7 @@ func newProxy(ctx context.Context, cfg proxyConfig) (*proxy, migrate.Report[stri
 		Phase:      cfg.Phase,
 		Checkpoint: cfg.Checkpoint,
 		Strict:     cfg.Strict,
-		Writer:     writer(),
+		Version:    writer(),
 		Logger:     log,
 		// The registry lived in memory: it is empty after every restart,
 		// which says nothing about which VMs exist.
