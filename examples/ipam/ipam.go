@@ -278,5 +278,8 @@ func (m *IPAM) Entries() map[Key]Alloc {
 	return out
 }
 
+// Stats returns the store's counters, for metrics.
+func (m *IPAM) Stats() migrate.Stats { return m.store.Stats() }
+
 // Close closes the store and releases the checkpoint's lock.
 func (m *IPAM) Close() error { return m.store.Close() }
