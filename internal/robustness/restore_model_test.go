@@ -5,7 +5,8 @@ package robustness_test
 // rules" and "# What holds", the fields of Config and Report), not from its
 // code: each function below encodes one documented sentence, quoted in its
 // comment, so that a disagreement with the implementation points at either
-// a code bug or a sentence to fix.
+// a code bug or a sentence to fix. Where the docs leave a case open, the
+// comment says which reading the model takes and why.
 
 import (
 	"errors"
@@ -92,15 +93,17 @@ type fileView struct {
 	entries map[string]int // the entries that decode
 }
 
-// metaKnown: the file says who wrote it ("With ErrNewerSchema, the
-// Snapshot's Meta still describes the file", checkpoint.File.Load).
+// metaKnown: the file says who wrote it and in which boot ("With
+// ErrNewerSchema, the Snapshot's Meta still describes the file",
+// checkpoint.File.Load).
 func (v fileView) metaKnown() bool {
 	return v.kind == fileClean || v.kind == fileBadEntries || v.kind == fileNewer
 }
 
 // unreadable: "A corrupt checkpoint, one with a newer schema than the
 // binary knows ..., or entries that do not decode, is never used silently
-// and never overwritten: it is moved aside."
+// and never overwritten: it is moved aside (Report.Quarantined), its
+// readable entries (if any) still used, and the error reported."
 func (v fileView) unreadable() bool {
 	return v.kind == fileBadEntries || v.kind == fileNewer || v.kind == fileUnreadable
 }
@@ -123,14 +126,16 @@ const (
 // judged is the checkpoint as "Judging the checkpoint" leaves it.
 type judged struct {
 	view      fileView
-	usable    map[string]int // the entries restore may use
+	canUse    bool           // restore may use its (readable) entries
+	usable    map[string]int // those entries
 	discarded bool           // from an earlier boot
 	behind    bool           // carries phase 0's mark
-	byPhase3  bool           // written by phase 3, and not discarded
+	byPhase3  bool           // its header says phase 3 wrote it, and it is not discarded
 }
 
 // trusted: phase 2 "cannot trust [a checkpoint] to hold every entry" when
-// it is "missing, moved aside, from an earlier boot, or behind legacy".
+// it is "missing, moved aside, from an earlier boot, or behind legacy". A
+// file with entries that do not decode is moved aside.
 func (j judged) trusted() bool {
 	return j.view.kind == fileClean && !j.discarded && !j.behind
 }
@@ -139,33 +144,31 @@ func (j judged) trusted() bool {
 func judge(c restoreCase, v fileView) judged {
 	j := judged{view: v, usable: map[string]int{}}
 	j.discarded = fromEarlierBoot(c, v)
-	if v.kind == fileClean || v.kind == fileBadEntries {
-		// "its readable entries (if any) still used"
-		j.usable = maps.Clone(v.entries)
-	}
 	if j.discarded {
-		j.usable = map[string]int{}
+		// "Whatever else it says (a newer schema, phase 3 as its writer)
+		// no longer matters."
 		return j
 	}
-	// The mark is judged on a file restore can use; one moved aside
-	// unread is not trusted in any case (Report.Quarantined says why).
-	j.behind = (v.kind == fileClean || v.kind == fileBadEntries) && v.meta.Phase == migrate.PhaseLegacy.String()
+	if v.kind == fileClean || v.kind == fileBadEntries {
+		// "its readable entries (if any) still used"
+		j.canUse, j.usable = true, maps.Clone(v.entries)
+	}
+	// "A checkpoint that carries the mark of phase 0 is behind legacy": the
+	// mark is judged on a file restore can use; one moved aside unread is
+	// not trusted in any case (Report.Quarantined says why).
+	j.behind = j.canUse && v.meta.Phase == migrate.PhaseLegacy.String()
 	j.byPhase3 = v.metaKnown() && v.meta.Phase == migrate.PhaseContract.String()
 	return j
 }
 
 // fromEarlierBoot: "With a boot epoch, a checkpoint from an earlier boot is
-// stale and discarded (Report.Stale): its state died with the reboot."
-// Config.BootID: "a checkpoint written in another boot is stale".
-//
-// The docs do not say what a file that records no boot is (one written
-// before the epoch was turned on): it is trusted, as the code does, since
-// discarding it would throw away the state of every node that turns the
-// epoch on without a reboot (reported as a doc gap). A newer file is judged
-// by its schema first: it is moved aside or refused whatever its boot.
+// stale and discarded (Report.Stale): its state died with the reboot.
+// Whatever else it says (a newer schema, phase 3 as its writer) no longer
+// matters. A checkpoint that records no boot (written before the epoch was
+// turned on) is judged as if from this boot." A file whose header cannot
+// be read (corrupt) says no boot.
 func fromEarlierBoot(c restoreCase, v fileView) bool {
-	readable := v.kind == fileClean || v.kind == fileBadEntries
-	return c.epoch != epochOff && readable && v.meta.BootID != "" && v.meta.BootID != bootNow
+	return c.epoch != epochOff && v.metaKnown() && v.meta.BootID != "" && v.meta.BootID != bootNow
 }
 
 // expectation is what the model says Restore must do.
@@ -175,14 +178,15 @@ type expectation struct {
 	j        judged
 
 	served                   map[string]int
-	fromCheckpoint           [2]int // bounds on Report.FromCheckpoint
-	readFrom                 []migrate.Sides
+	fromCheckpoint           int // Report.FromCheckpoint
+	readFrom                 migrate.Sides
 	backfilled, dropped      []string
 	orphaned, pruned         []string
 	diverged                 []string
 	legacyAfter              map[string]int // everything legacy holds afterwards
 	mustSave                 bool
-	recorded                 string // the phase a save records
+	recorded                 string         // the phase a save records
+	saved                    map[string]int // the entries a save holds
 	stale, legacyStale       tri
 	shadow                   *migrate.Shadow[string] // nil: Report.Shadow must be nil
 	shadowExact, shadowLoose bool                    // compare the key lists / only the side
@@ -207,13 +211,14 @@ func expect(c restoreCase, v fileView) expectation {
 	}
 	e.rule = pickRule(c, j)
 	b := build(c, j, e.rule)
-	e.served, e.fromCheckpoint = b.served, [2]int{b.fromCkMin, b.fromCkMax}
+	e.served, e.fromCheckpoint = b.served, b.fromCk
 	e.backfilled, e.dropped, e.orphaned, e.pruned, e.diverged = b.backfilled, b.dropped, b.orphaned, b.pruned, b.diverged
-	e.readFrom = readFrom(e.rule, b)
-	e.legacyAfter = legacyAfter(c, e.rule, j.behind, e.served)
+	e.readFrom = readFrom(c, j, e.rule)
+	e.legacyAfter = legacyAfter(c, j, e.rule, e.served)
 	e.recorded = recordedPhase(c)
+	e.saved = savedEntries(c, j, e.served)
 	e.mustSave = mustSave(c, j, e.rule, e.served, e.recorded)
-	e.stale, e.legacyStale = staleText(c, j), legacyStaleText(c, e.rule)
+	e.stale, e.legacyStale = staleText(c, j, e.rule, e.served), legacyStaleText(c, e.rule)
 	expectShadow(c, j, &e)
 	e.unreadable = v.unreadable() || c.list != listComplete
 	return e
@@ -224,7 +229,7 @@ func expect(c restoreCase, v fileView) expectation {
 func refusals(c restoreCase, j judged) []error {
 	var errs []error
 	errs = append(errs, strictRefusals(c, j.view)...)
-	errs = append(errs, newerSoleCopy(c, j.view)...)
+	errs = append(errs, newerSoleCopy(c, j)...)
 	errs = append(errs, unsafeLegacyStale(c, j)...)
 	errs = append(errs, refuseBehind(c, j)...)
 	errs = append(errs, servedSideUnreadable(c, j)...)
@@ -234,7 +239,8 @@ func refusals(c restoreCase, j judged) []error {
 // strictRefusals: "With Config.Strict, anything that cannot be read (a
 // corrupt or newer file, an entry that does not decode, a legacy listing
 // that failed or is partial) fails Restore in every phase, and nothing is
-// changed."
+// changed." A file from an earlier boot is no exception: it cannot be
+// read, and Strict leaves every file as it was.
 func strictRefusals(c restoreCase, v fileView) []error {
 	if !c.strict {
 		return nil
@@ -262,13 +268,19 @@ func loadSentinel(err error) error {
 	return err
 }
 
-// newerSoleCopy: "where the checkpoint is the sole copy of the state
-// (phase 3, or phases 1 and 2 with VolatileLegacy), a newer file fails
-// Restore whatever Strict says (a binary rollback must not replace good
-// data it cannot read)".
-func newerSoleCopy(c restoreCase, v fileView) []error {
-	sole := c.phase == migrate.PhaseContract || (c.volatile && c.phase != migrate.PhaseLegacy)
-	if v.kind == fileNewer && sole {
+// soleCopy: "where the checkpoint is the sole copy of the state (phase 3,
+// or phases 1 and 2 with VolatileLegacy)".
+func soleCopy(c restoreCase) bool {
+	return c.phase == migrate.PhaseContract || (c.volatile && (c.phase == migrate.PhaseExpand || c.phase == migrate.PhaseMigrate))
+}
+
+// newerSoleCopy: "where the checkpoint is the sole copy of the state ..., a
+// newer file fails Restore whatever Strict says (a binary rollback must not
+// replace good data it cannot read)" - unless it is from an earlier boot,
+// whose newer schema "no longer matters": it is moved aside like any
+// unreadable file.
+func newerSoleCopy(c restoreCase, j judged) []error {
+	if j.view.kind == fileNewer && !j.discarded && soleCopy(c) {
 		return []error{checkpoint.ErrNewerSchema}
 	}
 	return nil
@@ -279,14 +291,12 @@ func newerSoleCopy(c restoreCase, v fileView) []error {
 // checkpoint and rewrites legacy to match it. If either side cannot be read
 // in full, Restore fails (ErrUnsafeRestore)." And in judging: "a file that
 // says legacy is stale ... and cannot be read in full fails with
-// ErrUnsafeRestore."
-//
-// A file that cannot be read in full says so in its header, which is read
-// before its boot is judged.
+// ErrUnsafeRestore" - not one from an earlier boot, whose writer "no longer
+// matters".
 func unsafeLegacyStale(c restoreCase, j judged) []error {
-	header := c.explicit && c.phase.WritesLegacy() && j.view.metaKnown() && j.view.meta.Phase == migrate.PhaseContract.String()
+	says := c.explicit && c.phase.WritesLegacy() && j.byPhase3
 	switch {
-	case header && j.view.kind != fileClean:
+	case says && j.view.kind != fileClean:
 		return []error{migrate.ErrUnsafeRestore}
 	case legacyIsStale(c, j) && c.list != listComplete:
 		return []error{migrate.ErrUnsafeRestore}
@@ -296,11 +306,11 @@ func unsafeLegacyStale(c restoreCase, j judged) []error {
 
 // legacyIsStale: rule 1 applies.
 func legacyIsStale(c restoreCase, j judged) bool {
-	return c.explicit && c.phase.WritesLegacy() && j.byPhase3
+	return c.explicit && c.phase.WritesLegacy() && j.byPhase3 && j.canUse
 }
 
 // refuseBehind, rule 2: "Phase 3 refuses a checkpoint behind legacy
-// (ErrStale)."
+// (ErrStale)." It comes before rule 3, so VolatileLegacy changes nothing.
 func refuseBehind(c restoreCase, j judged) []error {
 	if c.phase == migrate.PhaseContract && j.behind {
 		return []error{migrate.ErrStale}
@@ -308,22 +318,40 @@ func refuseBehind(c restoreCase, j judged) []error {
 	return nil
 }
 
-// servedSideUnreadable: "a legacy listing that fails in phases 0 and 1
-// (and in phase 2 over a checkpoint it cannot trust) ... fails Restore in
-// every mode." Config.Strict names these "a side the phase must serve from
-// that cannot be read at all (legacy in phases 0 and 1 ...)": with
-// VolatileLegacy, phases 1 and 2 serve the checkpoint (rule 3), and legacy
-// is the side they serve from only over a checkpoint behind it (reported
-// as a doc gap: doc.go's sentence has no VolatileLegacy exception).
+// servedSideUnreadable: "a legacy listing that fails where legacy decides
+// (phase 0, phase 1, phase 2 over a checkpoint it cannot trust; with
+// VolatileLegacy, only over a checkpoint behind legacy) ... fails Restore
+// in every mode." Phase 0 with VolatileLegacy serves legacy where rule 3
+// does not apply to it (see volatilePhase0), and then legacy decides.
 func servedSideUnreadable(c restoreCase, j judged) []error {
-	servesLegacy := c.phase == migrate.PhaseLegacy ||
-		(c.volatile && c.phase != migrate.PhaseContract && j.behind) ||
-		(!c.volatile && c.phase == migrate.PhaseExpand) ||
-		(!c.volatile && c.phase == migrate.PhaseMigrate && !j.trusted())
-	if c.list == listFailed && servesLegacy {
+	var decides bool
+	switch {
+	case c.phase == migrate.PhaseContract:
+	case c.volatile && c.phase == migrate.PhaseLegacy:
+		decides = !volatilePhase0(j)
+	case c.volatile:
+		decides = j.behind
+	case c.phase == migrate.PhaseLegacy, c.phase == migrate.PhaseExpand:
+		decides = true
+	case c.phase == migrate.PhaseMigrate:
+		decides = !j.trusted()
+	}
+	if c.list == listFailed && decides {
 		return []error{errListFailed}
 	}
 	return nil
+}
+
+// volatilePhase0: rule 3 covers "phase 0 with a Checkpoint", and "over a
+// checkpoint behind legacy ... (phase 0 serves legacy)"; Config's
+// VolatileLegacy says phase 0 "does as phases 1 and 2 at restore". The
+// model reads "with a Checkpoint" as a checkpoint restore can use: phase 0
+// keeps "the checkpoint's own entries, or saves legacy's when the
+// checkpoint cannot be used", so a missing, unreadable or discarded file
+// has nothing to serve with legacy, and phase 0 serves legacy (rule 4), as
+// the old binary did. (Reported: the docs could say "usable".)
+func volatilePhase0(j judged) bool {
+	return j.canUse && !j.behind
 }
 
 // pickRule: "Building the state (the first rule that applies decides)".
@@ -333,9 +361,9 @@ func pickRule(c restoreCase, j judged) rule {
 		return ruleLegacyStale
 	case c.phase == migrate.PhaseContract && j.behind:
 		return ruleRefuseBehind // refused before
-	case c.volatile && (c.phase == migrate.PhaseExpand || c.phase == migrate.PhaseMigrate):
-		// "phases 1 to 3": phase 3 reads the checkpoint only (see
-		// volatile), so rule 9 decides there.
+	case c.volatile && c.phase != migrate.PhaseLegacy:
+		return ruleVolatile
+	case c.volatile && volatilePhase0(j):
 		return ruleVolatile
 	case c.phase == migrate.PhaseLegacy:
 		return rulePhase0
@@ -354,34 +382,43 @@ func pickRule(c restoreCase, j judged) rule {
 // builder builds the served state entry by entry and records what the
 // report must say about each.
 type builder struct {
-	c                    restoreCase
-	behind               bool // the checkpoint carries phase 0's mark
-	served               map[string]int
-	fromCkMin, fromCkMax int
-	backfilled, dropped  []string
-	orphaned, pruned     []string
-	diverged             []string
+	c                   restoreCase
+	legacyBasis         bool // legacy decides which entries exist
+	served              map[string]int
+	fromCk              int
+	backfilled, dropped []string
+	orphaned, pruned    []string
+	diverged            []string
 }
 
 // build applies the rule picked.
 func build(c restoreCase, j judged, r rule) *builder {
-	b := &builder{c: c, behind: j.behind, served: map[string]int{}}
-	switch r {
-	case ruleLegacyStale, rulePhase2NoListing, rulePhase3:
+	b := &builder{c: c, served: map[string]int{}}
+	switch {
+	case r == ruleLegacyStale, r == rulePhase2NoListing, r == rulePhase3:
 		b.serveCheckpoint(j.usable)
-	case rulePhase0:
-		b.serveLegacy(c.listed())
-	case ruleVolatile:
-		b.volatile(j)
-	case rulePhase1, rulePhase2Untrusted:
+	case r == ruleVolatile && c.phase == migrate.PhaseContract:
+		// "Phase 3 serves the checkpoint, and neither takes legacy as
+		// evidence nor compares with it."
+		b.serveCheckpoint(j.usable)
+	case r == ruleVolatile && j.behind:
+		// "Over a checkpoint behind legacy they let legacy decide which
+		// entries exist, as phase 1 does".
 		b.legacyDecides(j.usable)
-	case rulePhase2:
+	case r == ruleVolatile:
+		b.volatile(j.usable)
+	case r == rulePhase0:
+		b.serveLegacy(c.listed())
+	case r == rulePhase1, r == rulePhase2Untrusted:
+		b.legacyDecides(j.usable)
+	case r == rulePhase2:
 		b.reconcile(j.usable)
 	}
 	return b
 }
 
-// serveCheckpoint, rules 1, 7 and 9: the checkpoint is served as it is.
+// serveCheckpoint, rules 1, 7 and 9 (and rule 3 in phase 3): the
+// checkpoint is served as it is.
 func (b *builder) serveCheckpoint(ck map[string]int) {
 	for k, v := range ck {
 		b.fromCheckpoint(k, v)
@@ -395,39 +432,28 @@ func (b *builder) serveLegacy(l map[string]int) {
 	}
 }
 
-// volatile, rule 3: "With VolatileLegacy, phases 1 to 3 serve the
-// checkpoint with whatever legacy holds, and refill legacy; over a
-// checkpoint behind legacy they serve what legacy holds, because the
-// phase-0 run's state died with it." Config.VolatileLegacy: "nothing is
-// reported as orphaned"; doc.go: "With VolatileLegacy it is kept without a
-// word."
-//
-// Two readings, both reported as doc gaps: phase 3, whose restore "reads
-// checkpoint" (the phase table), serves the checkpoint only, as rule 9
-// says, and does not take legacy's entries in; and "serve what legacy
-// holds" over a checkpoint behind it is read as rules 5 and 6 do it
-// (legacy decides which entries exist, the merge rule decides each
-// entry's record), which for a legacy the Store writes serves exactly what
-// legacy holds.
-func (b *builder) volatile(j judged) {
-	if j.behind {
-		b.legacyDecides(j.usable)
-		return
-	}
+// volatile, rule 3: "With VolatileLegacy, phases 1 and 2 (and phase 0 with
+// a Checkpoint) serve the checkpoint with whatever legacy holds, and refill
+// legacy, even when the listing failed: legacy is not the side they serve
+// from." "An entry only the checkpoint has ... With VolatileLegacy it is
+// kept without a word." That holds on a partial listing too: legacy is no
+// evidence, so what it could not read changes nothing.
+func (b *builder) volatile(ck map[string]int) {
 	l := b.c.listed()
-	b.both(j.usable, l)
-	b.onlyLegacy(j.usable, l)
-	for k, v := range j.usable {
+	b.both(ck, l)
+	b.onlyLegacy(ck, l)
+	for k, v := range ck {
 		if _, ok := l[k]; !ok {
 			b.fromCheckpoint(k, v)
 		}
 	}
 }
 
-// legacyDecides, rules 5 and 6: "Phase 1 takes legacy's word on which
-// entries exist." "Phase 2 does the same over a checkpoint it cannot trust
-// to hold every entry".
+// legacyDecides, rules 5 and 6 (and 3 over a checkpoint behind legacy):
+// "Phase 1 takes legacy's word on which entries exist." "Phase 2 does the
+// same over a checkpoint it cannot trust to hold every entry".
 func (b *builder) legacyDecides(ck map[string]int) {
+	b.legacyBasis = true
 	l := b.c.listed()
 	b.both(ck, l)
 	b.onlyLegacy(ck, l)
@@ -435,7 +461,9 @@ func (b *builder) legacyDecides(ck map[string]int) {
 		if _, ok := l[k]; ok {
 			continue
 		}
-		if !b.keptOnPartialListing(k, v) {
+		if !b.onPartialListing(k, v) {
+			// "An entry only the checkpoint has is dropped where legacy
+			// decides which entries exist (rules 5 and 6)".
 			b.dropped = append(b.dropped, k)
 		}
 	}
@@ -448,7 +476,7 @@ func (b *builder) reconcile(ck map[string]int) {
 	b.both(ck, l)
 	b.onlyLegacy(ck, l)
 	for k, v := range ck {
-		if _, ok := l[k]; ok || b.keptOnPartialListing(k, v) {
+		if _, ok := l[k]; ok || b.onPartialListing(k, v) {
 			continue
 		}
 		b.onlyCheckpoint(k, v)
@@ -471,15 +499,24 @@ func (b *builder) onlyCheckpoint(k string, v int) {
 	}
 }
 
-// keptOnPartialListing: "Nothing is dropped, pruned or deleted on the
-// evidence of a partial listing: an entry it lacks is kept and reported as
-// an orphan."
-func (b *builder) keptOnPartialListing(k string, v int) bool {
-	if b.c.list != listPartial {
+// onPartialListing decides an entry the checkpoint has and a partial
+// listing lacks, and reports whether it did: "Nothing is dropped, pruned or
+// deleted on the evidence of a partial listing. An entry it lacks that the
+// checkpoint holds is kept and reported as an orphan for a legacy that
+// observes (whose record would lose to the checkpoint's anyway); for a
+// legacy the Store writes, whose record would win and could not be read, it
+// is not served this run, and stays where it lives, in legacy (the
+// listing's error is in Report.Errors)." Not served, and not dropped
+// either: no key list names it.
+func (b *builder) onPartialListing(k string, v int) bool {
+	switch {
+	case b.c.list != listPartial:
 		return false
+	case b.c.explicit:
+	default:
+		b.orphaned = append(b.orphaned, k)
+		b.fromCheckpoint(k, v)
 	}
-	b.orphaned = append(b.orphaned, k)
-	b.fromCheckpoint(k, v)
 	return true
 }
 
@@ -488,18 +525,13 @@ func (b *builder) keptOnPartialListing(k string, v int) bool {
 // writes, with legacy's key if it differs. With values that differ
 // (Report.Diverged), Config.Merge picks the value and the key comes with
 // it; by default legacy's value for a legacy the Store writes, the
-// checkpoint's for one that observes."
+// checkpoint's for one that observes." Keys never differ here (no Match),
+// so an entry whose values agree is served with the checkpoint's record.
 func (b *builder) both(ck, l map[string]int) {
 	for k, cv := range ck {
 		lv, ok := l[k]
 		switch {
 		case !ok:
-		case cv == lv && b.c.explicit:
-			// The keys are the same (no Match): "the checkpoint's key and
-			// value" and "legacy's key" describe the same record, and
-			// Config.Merge's doc says "with legacy's key": either count.
-			b.served[k] = cv
-			b.fromCkMax++
 		case cv == lv:
 			b.fromCheckpoint(k, cv)
 		case b.c.explicit:
@@ -512,60 +544,67 @@ func (b *builder) both(ck, l map[string]int) {
 	}
 }
 
-// onlyLegacy: "An entry only legacy has is served (Report.Backfilled in
-// phase 2)." With VolatileLegacy phase 1 also builds on the checkpoint, and
-// what it adds from legacy is a backfill too (a doc gap: the sentence says
-// phase 2 only).
+// onlyLegacy: "An entry only legacy has is served (Report.Backfilled,
+// except in phase 1, where legacy is the basis)." Read with its reason:
+// phase 1 under rule 3 builds on the checkpoint, and what it adds from
+// legacy is a backfill (reported: "except where legacy is the basis (phase
+// 1)" would say it without the second reading).
 func (b *builder) onlyLegacy(ck, l map[string]int) {
 	for k, v := range l {
 		if _, ok := ck[k]; ok {
 			continue
 		}
-		if b.c.phase == migrate.PhaseMigrate || (b.c.volatile && !b.behind) {
+		if !(b.c.phase == migrate.PhaseExpand && b.legacyBasis) {
 			b.backfilled = append(b.backfilled, k)
 		}
 		b.fromLegacy(k, v)
 	}
 }
 
+// fromCheckpoint serves the checkpoint's record: Report.FromCheckpoint is
+// "of those, served with the checkpoint's key and value".
 func (b *builder) fromCheckpoint(k string, v int) {
 	b.served[k] = v
-	b.fromCkMin++
-	b.fromCkMax++
+	b.fromCk++
 }
 
+// fromLegacy serves legacy's record: Report.FromLegacy is "of those,
+// [served] with legacy's (Backfilled included)".
 func (b *builder) fromLegacy(k string, v int) { b.served[k] = v }
 
-// readFrom: Report.ReadFrom is "the sides the served state was built
-// from"; ReadNothing is "a fresh start: neither side had anything to
-// serve". So it names every side an entry was served from (by the counts
-// the model predicts), no side the rule does not build from, and nothing
-// only when nothing is served. Which sides a rule names when the sides it
-// read held nothing is not said: any it reads is accepted.
-func readFrom(r rule, b *builder) []migrate.Sides {
-	ckRead := r != rulePhase0
-	legRead := r == rulePhase0 || r == ruleVolatile || r == rulePhase1 || r == rulePhase2Untrusted || r == rulePhase2
-	ckUsed := b.fromCkMin > 0              // some entry surely from the checkpoint
-	legUsed := len(b.served) > b.fromCkMax // some entry surely from legacy
-	var ok []migrate.Sides
-	for _, s := range []struct {
-		sides   migrate.Sides
-		ck, leg bool
-	}{
-		{migrate.ReadCheckpointAndLegacy, true, true},
-		{migrate.ReadCheckpoint, true, false},
-		{migrate.ReadLegacy, false, true},
-	} {
-		readsIt := (!s.ck || ckRead) && (!s.leg || legRead)
-		coversUse := (s.ck || !ckUsed) && (s.leg || !legUsed)
-		if readsIt && coversUse {
-			ok = append(ok, s.sides)
-		}
+// readFrom: "ReadFrom is the sides restore read to build the served state:
+// legacy in phase 0; the checkpoint and legacy in phases 1 and 2 (legacy
+// alone when the checkpoint could not be used); the checkpoint in phase 3
+// and when legacy is stale; ReadNothing for a fresh start". "A side read
+// only to compare is in Shadow."
+//
+// The rule that builds from a side that could not be used (a checkpoint
+// missing, moved aside unread or discarded; a listing that failed) did not
+// read it to build: phase 2 whose listing failed (rule 7) reads the
+// checkpoint, and phase 3 over a file it could not use reads nothing (a
+// fresh start). With VolatileLegacy, phase 0 reads both sides to build, as
+// phases 1 and 2 do (reported: the field's "legacy in phase 0" does not
+// name that case).
+func readFrom(c restoreCase, j judged, r rule) migrate.Sides {
+	ck, lg := j.canUse, true
+	switch {
+	case r == rulePhase0:
+		ck = false
+	case r == ruleLegacyStale, r == rulePhase2NoListing, r == rulePhase3,
+		r == ruleVolatile && c.phase == migrate.PhaseContract:
+		lg = false
+	case r == ruleVolatile && !j.behind:
+		lg = c.list != listFailed
 	}
-	if len(b.served) == 0 {
-		ok = append(ok, migrate.ReadNothing)
+	switch {
+	case ck && lg:
+		return migrate.ReadCheckpointAndLegacy
+	case ck:
+		return migrate.ReadCheckpoint
+	case lg:
+		return migrate.ReadLegacy
 	}
-	return ok
+	return migrate.ReadNothing
 }
 
 // legacyAfter is what legacy holds after Restore (for a legacy that
@@ -576,23 +615,21 @@ func readFrom(r rule, b *builder) []migrate.Sides {
 // stale or volatile, otherwise the entries whose served record is not
 // legacy's (a Merge that chose the checkpoint's value). An entry kept only
 // because a listing was partial is not written." With the default Merge
-// (legacy's value) no served record differs from legacy's, so only rules 1
-// (stale) and 3 (volatile, over a checkpoint not behind legacy: behind it,
-// legacy decides and is not refilled) write; what a partial listing hid
-// stays, since nothing is "deleted on the evidence of a partial listing"
-// (nor of a failed one, which shows restore nothing of legacy at all).
-func legacyAfter(c restoreCase, r rule, behind bool, served map[string]int) map[string]int {
+// (legacy's value) no served record differs from legacy's, so only rule 1
+// (stale) and rule 3 (volatile: phases 0 to 2 over a checkpoint not behind
+// legacy, where it serves the checkpoint; behind it, legacy decides and
+// already holds what is served) write. What a partial listing hid stays,
+// since nothing is "deleted on the evidence of a partial listing" (nor of a
+// failed one, which shows restore nothing of legacy at all).
+func legacyAfter(c restoreCase, j judged, r rule, served map[string]int) map[string]int {
 	after := maps.Clone(c.legacy)
 	if !c.explicit || !c.phase.WritesLegacy() {
 		return after
 	}
-	switch r {
-	case ruleLegacyStale:
+	switch {
+	case r == ruleLegacyStale:
 		return maps.Clone(served)
-	case ruleVolatile:
-		if behind {
-			return after
-		}
+	case r == ruleVolatile && !j.behind:
 		listed := c.listed()
 		maps.Copy(after, served)
 		maps.DeleteFunc(after, func(k string, _ int) bool {
@@ -606,18 +643,26 @@ func legacyAfter(c restoreCase, r rule, behind bool, served map[string]int) map[
 
 // recordedPhase: "Every save records the Store's phase, with two
 // exceptions that record phase 0's mark: phase 0 itself (when it has a
-// Checkpoint, once per boot), and a phase 1 or 2 run that could not read
-// legacy in full, which may have missed an entry only legacy holds."
-//
-// Not with VolatileLegacy (a doc gap): rule 3 treats a checkpoint behind
-// legacy as dead, so a volatile run that marked its checkpoint would make
-// the next restart, whose legacy is empty, serve nothing.
+// Checkpoint, once per boot; ...), and a phase 1 or 2 run that could not
+// read legacy in full, which may have missed an entry only legacy holds
+// (not with VolatileLegacy, whose legacy holds nothing the checkpoint
+// lacks)."
 func recordedPhase(c restoreCase) string {
 	incomplete := c.list != listComplete && !c.volatile && (c.phase == migrate.PhaseExpand || c.phase == migrate.PhaseMigrate)
 	if c.phase == migrate.PhaseLegacy || incomplete {
 		return migrate.PhaseLegacy.String()
 	}
 	return c.phase.String()
+}
+
+// savedEntries is what a save holds: what is served, except that phase 0
+// "keeps the checkpoint's own entries, or saves legacy's when the
+// checkpoint cannot be used".
+func savedEntries(c restoreCase, j judged, served map[string]int) map[string]int {
+	if c.phase == migrate.PhaseLegacy && j.canUse {
+		return j.usable
+	}
+	return served
 }
 
 // mustSave: "Whenever restore changed what the checkpoint should hold
@@ -630,15 +675,17 @@ func recordedPhase(c restoreCase) string {
 // writes an old binary made to it in between.
 func mustSave(c restoreCase, j judged, r rule, served map[string]int, recorded string) bool {
 	if c.phase == migrate.PhaseLegacy {
-		// phase 0 sets its mark once per boot: unless the file already
-		// carries it (and is of this boot).
+		// Phase 0 sets its mark "once per boot": unless the file already
+		// carries it (and is of this boot, or records none: "judged as if
+		// from this boot").
 		return !(j.view.kind == fileClean && j.behind)
 	}
 	held := map[string]int{}
 	if j.view.kind == fileClean {
 		held = j.view.entries
 	}
-	markChanged := (recorded == migrate.PhaseLegacy.String()) != (j.view.kind == fileClean && j.view.meta.Phase == migrate.PhaseLegacy.String())
+	marked := j.view.kind == fileClean && j.view.meta.Phase == migrate.PhaseLegacy.String()
+	markChanged := (recorded == migrate.PhaseLegacy.String()) != marked
 	return c.phase == migrate.PhaseExpand || j.view.unreadable() || !maps.Equal(held, served) ||
 		(markChanged && j.view.kind != fileMissing) || (recorded == migrate.PhaseLegacy.String() && j.view.kind == fileMissing) ||
 		r == ruleLegacyStale
@@ -646,17 +693,29 @@ func mustSave(c restoreCase, j judged, r rule, served map[string]int, recorded s
 
 // staleText: Report.Stale is "why the checkpoint was not trusted as it is;
 // "" if it was". Judging: "a checkpoint from an earlier boot is stale and
-// discarded (Report.Stale)"; "A checkpoint that carries the mark of phase
-// 0 is behind legacy (Report.Stale)". Phases 0 and 1, which do not trust
-// the checkpoint as it is in any case, are left free.
-func staleText(c restoreCase, j judged) tri {
+// discarded (Report.Stale)" (a newer file of an earlier boot included:
+// "Whatever else it says ... no longer matters"); "A checkpoint that
+// carries the mark of phase 0 is behind legacy (Report.Stale)"; "Phase 1
+// also reports a checkpoint that differs from what it builds
+// (Report.Stale)" - where it lets legacy decide (rule 5): with
+// VolatileLegacy, phase 1 builds on the checkpoint (rule 3), which it then
+// trusts, and the field's own doc says "" for a checkpoint trusted
+// (reported: the sentence could say "Phase 1, where legacy decides,").
+// A missing checkpoint is not distrusted: there is none (so phase 1's first
+// run after phase 0, the rollout's first step, reports nothing stale).
+// Phase 0, which does not build on the checkpoint unless
+// rule 1 or 3 applies, and a file moved aside (Report.Quarantined says
+// why) are left free.
+func staleText(c restoreCase, j judged, r rule, served map[string]int) tri {
 	switch {
-	case j.discarded || (j.behind && c.phase != migrate.PhaseLegacy):
+	case j.discarded, j.behind && c.phase != migrate.PhaseLegacy:
 		return someText
-	case c.phase == migrate.PhaseLegacy || c.phase == migrate.PhaseExpand || j.view.unreadable():
+	case r == rulePhase1 && j.canUse && !maps.Equal(j.usable, served):
+		return someText
+	case c.phase == migrate.PhaseLegacy || j.view.unreadable():
 		return anyText
 	}
-	return noText // missing, or clean and current
+	return noText // missing, or clean, current and (phase 1) what is built
 }
 
 // legacyStaleText: rule 1 "(Report.LegacyStale)"; a legacy that observes
@@ -666,7 +725,9 @@ func legacyStaleText(c restoreCase, r rule) tri {
 	switch {
 	case r == ruleLegacyStale:
 		return someText
-	case c.volatile || c.list != listComplete || (c.phase == migrate.PhaseContract && c.explicit):
+	case !c.explicit:
+		return noText
+	case c.volatile || c.list != listComplete || c.phase == migrate.PhaseContract:
 		return anyText
 	}
 	return noText
@@ -677,21 +738,24 @@ func legacyStaleText(c restoreCase, r rule) tri {
 // phase 3); nil when none was". Config.Verify: "phase 0 ... report how it
 // differs from legacy (Report.Shadow), without changing what is served".
 // Config.Legacy: in phase 3 "when set, Restore cross-checks the checkpoint
-// against it and reports differences".
+// against it and reports differences". Rule 3: "Phase 3 serves the
+// checkpoint, and neither takes legacy as evidence nor compares with it."
+// Where phase 0 builds from the checkpoint (rules 1 and 3), it is not read
+// only to compare.
 func expectShadow(c restoreCase, j judged, e *expectation) {
 	switch {
-	case c.phase == migrate.PhaseLegacy && c.verify:
+	case e.rule == rulePhase0 && c.verify && j.canUse:
 		e.shadow = shadowOf(migrate.ReadCheckpoint, j.usable, e.served)
-		e.shadowExact = j.view.kind == fileClean && !j.discarded && e.rule == rulePhase0
-		e.shadowLoose = !e.shadowExact
-	case c.phase == migrate.PhaseContract && !c.volatile:
+		e.shadowExact = true
+	case e.rule == rulePhase0 && c.verify:
+		// A file phase 0 cannot use (missing, unreadable, discarded):
+		// whether an empty comparison is reported is not said.
+		e.shadow = &migrate.Shadow[string]{Side: migrate.ReadCheckpoint}
+		e.shadowLoose = true
+	case e.rule == rulePhase3:
 		e.shadow = shadowOf(migrate.ReadLegacy, c.listed(), e.served)
 		e.shadowExact = c.list == listComplete
 		e.shadowLoose = !e.shadowExact
-	case c.phase == migrate.PhaseContract:
-		// a volatile legacy is no evidence: whether phase 3 still
-		// compares with it is not said.
-		e.shadowLoose = true
 	}
 }
 
