@@ -71,9 +71,9 @@
 //   - A checkpoint that carries the mark of phase 0 is behind legacy
 //     (Report.Stale): a phase-0 run, which writes legacy only, came after
 //     it, or a run that could not read legacy in full (see below).
-//   - Phase 1 also reports a checkpoint that differs from what it builds
-//     (Report.Stale): a phase-0 run of the old binary, or a crash, came
-//     after it.
+//   - Phase 1, where legacy decides (rule 5), also reports an existing
+//     checkpoint that differs from what it builds (Report.Stale): a phase-0
+//     run of the old binary, or a crash, came after it.
 //
 // Building the state (the first rule that applies decides):
 //
@@ -82,8 +82,8 @@
 //     writes legacy serves the checkpoint and rewrites legacy to match it.
 //     If either side cannot be read in full, Restore fails (ErrUnsafeRestore).
 //  2. Phase 3 refuses a checkpoint behind legacy (ErrStale).
-//  3. With VolatileLegacy, phases 1 and 2 (and phase 0 with a Checkpoint)
-//     serve the checkpoint with whatever legacy holds, and refill legacy,
+//  3. With VolatileLegacy, phases 1 and 2 (and phase 0 with a checkpoint it
+//     can use) serve the checkpoint with whatever legacy holds, and refill legacy,
 //     even when the listing failed: legacy is not the side they serve from.
 //     Over a checkpoint behind legacy they let legacy decide which entries
 //     exist, as phase 1 does (phase 0 serves legacy), because the phase-0
@@ -107,8 +107,8 @@
 //     (Report.Diverged), Config.Merge picks the value and the key comes with
 //     it; by default legacy's value for a legacy the Store writes, the
 //     checkpoint's for one that observes.
-//   - An entry only legacy has is served (Report.Backfilled, except in
-//     phase 1, where legacy is the basis).
+//   - An entry only legacy has is served (Report.Backfilled, except where
+//     legacy is the basis: phase 1 by rule 5).
 //   - An entry only the checkpoint has is dropped where legacy decides which
 //     entries exist (rules 5 and 6) and, in phase 2, for a legacy the Store
 //     writes (Report.Dropped). For a legacy that observes it is kept as an
@@ -120,7 +120,8 @@
 //     lose to the checkpoint's anyway); for a legacy the Store writes, whose
 //     record would win and could not be read, it is not served this run,
 //     and stays where it lives, in legacy (the listing's error is in
-//     Report.Errors).
+//     Report.Errors). With VolatileLegacy the entry is kept without a word,
+//     and legacy is refilled with it, like every entry served.
 //
 // Repairing the sides:
 //
@@ -146,7 +147,9 @@
 // that fails where legacy decides (phase 0, phase 1, phase 2 over a
 // checkpoint it cannot trust; with VolatileLegacy, only over a checkpoint
 // behind legacy), or a checkpoint that cannot be read for a reason other
-// than its content (EIO), fails Restore in every mode. Without Strict, these
+// than its content (EIO), fails Restore in every mode. With Strict, even a
+// checkpoint from an earlier boot that cannot be read is refused: Strict
+// refuses before it judges what a file says. Without Strict, these
 // refusals remain: ErrStale, ErrUnsafeRestore, checkpoint.ErrNewerSchema
 // where the checkpoint is the sole copy, and a side the phase must serve
 // from that cannot be read at all. Everything else is logged, reported in

@@ -15,7 +15,7 @@ const (
 	ReadLegacy              Sides = "legacy"
 	ReadCheckpoint          Sides = "checkpoint"
 	ReadCheckpointAndLegacy Sides = "checkpoint+legacy"
-	ReadNothing             Sides = "nothing" // a fresh start: neither side had anything to serve
+	ReadNothing             Sides = "nothing" // neither side could be used, or counts (see Report.ReadFrom)
 )
 
 // Report says what Restore did: where the served state came from, what it
@@ -23,11 +23,15 @@ const (
 // lists are in no particular order.
 type Report[K comparable] struct {
 	Phase Phase
-	// ReadFrom is the sides restore read to build the served state: legacy
-	// in phase 0; the checkpoint and legacy in phases 1 and 2 (legacy alone
-	// when the checkpoint could not be used); the checkpoint in phase 3 and
-	// when legacy is stale; ReadNothing for a fresh start; "" when Restore
-	// failed. A side read only to compare is in Shadow.
+	// ReadFrom is the sides restore built the served state from: legacy in
+	// phase 0; the checkpoint and legacy in phases 1 and 2; the checkpoint
+	// in phase 3 and when legacy is stale. A side is left out when it could
+	// not be used (a checkpoint missing, moved aside or from an earlier
+	// boot) and, for a legacy that does not survive a restart
+	// (Config.VolatileLegacy, which phase 0 also reads through when it has a
+	// checkpoint), when it held nothing. ReadNothing when neither side
+	// counts; "" when Restore failed. A side read only to compare is in
+	// Shadow.
 	ReadFrom Sides
 
 	Restored       int // entries served

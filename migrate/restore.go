@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"go.uber.org/zap"
 
@@ -87,7 +88,13 @@ func (s *Store[K, V]) build(b basis, in *sides[K, V], r *Report[K]) built[K, V] 
 			s.shadow(r, ReadLegacy, out.vals, in.lg.entries)
 		}
 	default:
-		out = s.combine(b, &in.ck, &in.lg, r)
+		ck := in.ck
+		if s.cfg.Phase == PhaseLegacy {
+			// Phase 0's mark-save keeps the checkpoint's own entries, and
+			// combine adopts the map it is given.
+			ck.entries = maps.Clone(ck.entries)
+		}
+		out = s.combine(b, &ck, &in.lg, r)
 	}
 	if in.lg.err != nil {
 		r.Errors = append(r.Errors, in.lg.err)
@@ -101,8 +108,8 @@ func (s *Store[K, V]) build(b basis, in *sides[K, V], r *Report[K]) built[K, V] 
 	return out
 }
 
-// readFrom says which sides restore read to build the served state (a side
-// read only to compare is in Report.Shadow).
+// readFrom says which sides restore built the served state from (see
+// Report.ReadFrom).
 func readFrom[K comparable, V any](b basis, in *sides[K, V]) Sides {
 	ck, lg := in.ck.usable, len(in.lg.entries) > 0
 	switch b {

@@ -276,7 +276,9 @@ var restoreCases = []setup{
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			// Its state died with the reboot: nothing it says matters, and
 			// it is moved aside like any file this binary cannot read.
-			return unreadable(p, strict, checkpoint.ErrNewerSchema)
+			w := unreadable(p, strict, checkpoint.ErrNewerSchema)
+			w.stale = !strict
+			return w
 		},
 	},
 	{

@@ -127,18 +127,19 @@ func (s *Store[K, V]) refuseUnreadable(meta checkpoint.Meta, err error, partial 
 	return nil
 }
 
-// judgeCheckpoint decides, from the header of a checkpoint that can be
-// used, whether it is stale.
+// judgeCheckpoint decides, from the header of the checkpoint, whether it
+// is stale.
 func (s *Store[K, V]) judgeCheckpoint(c *ckptView[K, V], r *Report[K]) {
-	if !c.usable {
-		return
-	}
 	m := c.meta
 	// With a boot epoch, a checkpoint from an earlier boot is stale: its
-	// state died with the reboot.
-	if s.earlierBoot(m) {
+	// state died with the reboot, whatever else it says (a file this
+	// binary cannot read tells its boot too).
+	if c.exists && s.earlierBoot(m) {
 		r.Stale = fmt.Sprintf("written in boot %s, this is boot %s: its state died with the reboot", m.BootID, s.bootID)
 		c.usable, c.bootOld, c.entries = false, true, nil
+		return
+	}
+	if !c.usable {
 		return
 	}
 	// The mark of phase 0 (or of a run that could not read legacy in

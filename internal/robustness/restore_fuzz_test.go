@@ -531,27 +531,7 @@ var disagreements = []struct {
 	id, what string
 	checks   []string // the checks it fails; nil: any
 	applies  func(restoreCase, expectation) bool
-}{
-	{
-		"B4", "phase 0 with VolatileLegacy saves what it serves (the checkpoint merged with legacy) where the docs say its mark-save \"keeps the checkpoint's own entries\": combine adopts ckptView.entries as the served map, and repair saves that map as the checkpoint's own (combine.go combine, restore.go repair)",
-		[]string{"saved"},
-		func(c restoreCase, e expectation) bool {
-			return c.phase == migrate.PhaseLegacy && e.rule == ruleVolatile && !maps.Equal(e.saved, e.served)
-		},
-	},
-	{
-		"B6", "a newer-schema checkpoint of an earlier boot is moved aside with Report.Stale empty, where the docs say a checkpoint from an earlier boot \"is stale and discarded (Report.Stale)\" whatever else it says (sides.go judgeCheckpoint judges the boot only of a file whose entries can be used)",
-		[]string{"Stale"},
-		func(_ restoreCase, e expectation) bool { return e.j.view.kind == fileNewer && e.j.discarded },
-	},
-	{
-		"D1", "with VolatileLegacy, Report.ReadFrom leaves legacy out when its listing came back empty (a registry after a restart), as migrate's TestPromiseVolatileLegacy and vmproxy's TestMigrationWalkThrough expect, where the field says \"the checkpoint and legacy in phases 1 and 2 (legacy alone when the checkpoint could not be used)\": the field's doc does not say it (restore.go readFrom)",
-		[]string{"ReadFrom"},
-		func(c restoreCase, e expectation) bool {
-			return e.rule == ruleVolatile && c.phase != migrate.PhaseContract && !e.j.behind && c.list != listFailed && len(c.listed()) == 0
-		},
-	},
-}
+}{}
 
 // knownDisagreement names the reported disagreement that explains check
 // failing on c.

@@ -594,7 +594,9 @@ func readFrom(c restoreCase, j judged, r rule) migrate.Sides {
 		r == ruleVolatile && c.phase == migrate.PhaseContract:
 		lg = false
 	case r == ruleVolatile && !j.behind:
-		lg = c.list != listFailed
+		// "for a legacy that does not survive a restart ..., when it held
+		// nothing" it is left out.
+		lg = c.list != listFailed && len(c.listed()) > 0
 	}
 	switch {
 	case ck && lg:
