@@ -29,19 +29,22 @@ func ExampleReader() {
 	}
 	defer srv.Close()
 
-	lister, err := cri.Dial(srv.Endpoint())
+	lister, err := cri.NewLister(srv.Endpoint())
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer lister.Close()
 
 	type owner struct{ Sandbox, Pod string }
-	legacy := cri.Reader(lister, func(sb cri.Sandbox) (netip.Addr, owner, bool) {
+	legacy, err := cri.Reader(lister, func(sb cri.Sandbox) (netip.Addr, owner, bool) {
 		if len(sb.IPs) == 0 {
 			return netip.Addr{}, owner{}, false
 		}
 		return sb.IPs[0], owner{sb.ID, sb.Namespace + "/" + sb.Name}, true
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	allocations, err := legacy.List(context.Background())
 	if err != nil {
