@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/phaseshift/phaseshift/source/cri"
 )
@@ -178,6 +180,7 @@ func TestRuntime(t *testing.T) {
 		rt.SetV1Unimplemented(true)
 		_, err := dial(t, srv.Endpoint()).Runtime(ctx)
 		assert.ErrorIs(t, err, cri.ErrUnsupportedAPI)
+		assert.Equal(t, codes.Unimplemented, status.Code(err), "the gRPC status must stay reachable")
 		assert.Contains(t, err.Error(), "does not support CRI v1")
 	})
 

@@ -56,6 +56,7 @@ func TestSandboxesErrors(t *testing.T) {
 		assert.ErrorIs(t, err, cri.ErrRuntimeNotResponding)
 		assert.NotErrorIs(t, err, cri.ErrTimeout)
 		assert.Contains(t, err.Error(), "runtime not answering at "+srv.Endpoint())
+		assert.Equal(t, codes.Unavailable, status.Code(err), "the gRPC status must stay reachable")
 		assert.Less(t, time.Since(start), 2*time.Second, "a refused connection must fail fast, not wait out the timeout")
 	})
 
@@ -102,6 +103,7 @@ func TestSandboxesErrors(t *testing.T) {
 		assert.Nil(t, got)
 		assert.False(t, source.Partial(err), "a runtime that stopped answering is not a per-sandbox problem")
 		assert.ErrorIs(t, err, cri.ErrTimeout)
+		assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "the last status call's gRPC status must stay reachable")
 		assert.Contains(t, err.Error(), "stopped answering")
 	})
 

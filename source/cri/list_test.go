@@ -239,6 +239,7 @@ func TestSandboxes(t *testing.T) {
 			got, err := dial(t, srv.Endpoint(), cri.WithMaxReceiveSize(4<<20)).Sandboxes(ctx)
 			assert.Nil(t, got)
 			assert.ErrorIs(t, err, cri.ErrResponseTooLarge)
+			assert.Equal(t, codes.ResourceExhausted, status.Code(err), "the gRPC status must stay reachable")
 			assert.False(t, source.Partial(err))
 			assert.Contains(t, err.Error(), "WithMaxReceiveSize")
 		})
