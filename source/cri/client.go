@@ -62,8 +62,8 @@ type Lister struct {
 
 // NewLister returns a Lister for the CRI runtime at endpoint, which is
 // "unix:///path/to.sock" or an absolute socket path such as
-// "/run/containerd/containerd.sock". It fails only on a malformed endpoint
-// ([ErrInvalidEndpoint]) or a bad option ([ErrInvalidOption]).
+// "/run/containerd/containerd.sock". A malformed endpoint fails with
+// [ErrInvalidEndpoint], a bad option with [ErrInvalidOption].
 //
 // NewLister does no I/O: it neither looks at the socket nor connects to it,
 // so a runtime that is not running yet does not fail it. The first I/O is
