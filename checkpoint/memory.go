@@ -39,11 +39,22 @@ func NewMemory[K comparable, V any](opts ...Option) *Memory[K, V] {
 // Reopen returns a new handle on the same in-memory file, as a restarted
 // process would open it again: the bytes, the injected faults and the
 // counters are shared, but nothing the old handle learned by reading is.
-// Model a crash by dropping the old handle without Close, a clean restart by
-// closing it first. Memory takes no lock, so it does not stop two handles
-// from writing.
-func (m *Memory[K, V]) Reopen() *Memory[K, V] {
-	return &Memory[K, V]{c: newCore[K, V](m.c.cfg, m.mem, m.c.bootID), mem: m.mem, err: m.err}
+// Without options the new handle keeps this one's; with options it is
+// configured by them alone, as another binary opening the file with its own
+// options would be (a build with another schema: WithSchema, WithUpgrade;
+// a new boot: WithBootID). Model a crash by dropping the old handle without
+// Close, a clean restart by closing it first. Memory takes no lock, so it
+// does not stop two handles from writing.
+func (m *Memory[K, V]) Reopen(opts ...Option) *Memory[K, V] {
+	if len(opts) == 0 {
+		return &Memory[K, V]{c: newCore[K, V](m.c.cfg, m.mem, m.c.bootID), mem: m.mem, err: m.err}
+	}
+	cfg, err := buildConfig(opts)
+	var bootID string
+	if err == nil && cfg.bootID != nil {
+		bootID, err = cfg.bootID()
+	}
+	return &Memory[K, V]{c: newCore[K, V](cfg, m.mem, bootID), mem: m.mem, err: err}
 }
 
 // ReopenWithBootID is Reopen after a reboot: the new handle stamps saves

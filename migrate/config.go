@@ -61,43 +61,81 @@ type Config[K comparable, V any] struct {
 	// they are.
 	Match func(K) K
 
-	// Merge chooses the value when the checkpoint and legacy both hold an
-	// entry in phase 2. Nil means PreferCheckpoint. A legacy side that the
-	// Store writes explicitly and that holds whole values is better served
-	// by PreferLegacy: a downgrade to phase 0 may have changed values that
-	// the checkpoint never saw.
+	// Merge chooses the value of an entry both sides hold with values that
+	// Equal calls different, in phases 1 and 2 alike; the key comes with
+	// the value chosen. Nil means the default for the kind of legacy:
+	//
+	//   - PreferLegacy for a legacy the Store writes (a source.Writer):
+	//     what it holds that the checkpoint holds differently was written by
+	//     an old binary since, or is the trace of a phase-2 write that
+	//     crashed between the two sides and so was never acknowledged;
+	//   - PreferCheckpoint for a legacy that only observes (CRI), which
+	//     records less than the checkpoint (no interface name, no gateway).
+	//     If such a legacy can see a value change behind the checkpoint's
+	//     back (an old binary that changes values), use PreferLegacy.
+	//
+	// An entry whose values agree is served with the checkpoint's key and
+	// value for an observing legacy, and with legacy's key for one the
+	// Store writes.
 	Merge func(key K, fromCheckpoint, fromLegacy V) V
 
 	// Equal tells whether two values are the same, to report divergence.
+	// For an observing legacy, compare what legacy records (CRI: the IP),
+	// so that its poorer view of an entry agrees with the checkpoint's.
 	// Nil means reflect.DeepEqual.
 	Equal func(a, b V) bool
 
-	// Strict makes Restore fail on anything it cannot read: an unreadable
-	// checkpoint or entry, a partial or failed legacy listing. By default
-	// Restore logs the problem, reports it in Report.Errors, skips what it
-	// cannot read and goes on. Either way Restore refuses (ErrStale,
-	// ErrUnsafeRestore) when every side it could serve is known to be
-	// stale, and fails when the side its phase restores from cannot be
-	// read at all.
+	// Strict makes Restore fail on anything it cannot read, in every
+	// phase, before it changes anything: a corrupt or newer checkpoint, an
+	// entry that does not decode, a legacy listing that fails or is
+	// partial. By default Restore moves an unreadable checkpoint aside
+	// (Report.Quarantined), skips what it cannot read, reports it in
+	// Report.Errors and goes on; it never needs a second call.
+	//
+	// Either way Restore refuses where going on would serve state it knows
+	// to be stale or would destroy the only copy: ErrStale (phase 3 on a
+	// checkpoint behind legacy), ErrUnsafeRestore (legacy is stale and
+	// cannot be read or healed in full, or the checkpoint that says so
+	// cannot be read in full), checkpoint.ErrNewerSchema where the
+	// checkpoint is the only copy (phase 3, or VolatileLegacy), and a side
+	// the phase must serve from that cannot be read at all (legacy in
+	// phases 0 and 1, a checkpoint read failing with an I/O error).
 	Strict bool
 
-	// PruneOrphans drops, in phase 2, entries the checkpoint has and legacy
-	// does not, instead of keeping them (Report.Pruned instead of
-	// Report.Orphaned). Keeping may leak an entry (an IP nobody uses);
-	// dropping may hand it out twice if legacy is incomplete. Keep is the
-	// default.
+	// PruneOrphans drops, in phase 2 and for a legacy that only observes,
+	// entries the checkpoint has and a complete legacy listing lacks,
+	// instead of keeping them (Report.Pruned instead of Report.Orphaned).
+	// Keeping may leak an entry (an IP nobody uses); dropping may hand it
+	// out twice if legacy missed it. Keep is the default. A legacy the
+	// Store writes needs no pruning: what only the checkpoint has is
+	// dropped (Report.Dropped), because that legacy holds every
+	// acknowledged write. Nothing is ever dropped on the evidence of a
+	// partial listing.
 	PruneOrphans bool
 
+	// VolatileLegacy says legacy does not survive a restart (a registry
+	// kept in memory): after one it is empty, so Restore never takes its
+	// emptiness as evidence. Phases 1 and 2 serve the checkpoint (with
+	// whatever legacy holds) and, for a legacy the Store writes, refill it
+	// with what is served (Report.LegacyWrites); nothing is reported as
+	// orphaned. Phase 3 serves the checkpoint and does not compare it with
+	// legacy. Phase 0 with a Checkpoint does as phases 1 and 2 at restore,
+	// then writes legacy only, as the old binary did: its state dies with
+	// it, so the next start lets legacy (empty) decide which entries exist
+	// (Report.Stale).
+	VolatileLegacy bool
+
 	// Verify makes phase 0 read the checkpoint too and report how it
-	// differs from legacy, without changing what is served (phase 1
-	// always compares, phase 3 whenever Legacy is set).
+	// differs from legacy (Report.Shadow), without changing what is served.
+	// (Phase 3 compares with legacy whenever Legacy is set.)
 	Verify bool
 
 	// Writer is the version of the program, recorded in the checkpoint.
 	Writer string
 
 	// BootID enables the boot epoch: a checkpoint written in another boot
-	// is stale and discarded (its state died with the reboot). Use
+	// is stale and discarded (its state died with the reboot); one that
+	// records no boot, written before the epoch was turned on, is kept. Use
 	// checkpoint.KernelBootID. When empty, the boot ID of the Checkpoint
 	// is used if it has one: opening a checkpoint.File with
 	// checkpoint.WithBootID is enough to turn the epoch on.

@@ -84,10 +84,14 @@ func TestLogsNeverCarryValues(t *testing.T) {
 	assert.NotContains(t, buf.String(), secret, "a value reached the log")
 	restored := logs.FilterMessage("restored").All()
 	require.Len(t, restored, 1)
-	fields := restored[0].ContextMap()
-	assert.EqualValues(t, 3, fields["restored"])
-	assert.EqualValues(t, 2, fields["orphaned"])
+	fields, ok := restored[0].ContextMap()["report"].(map[string]any)
+	require.True(t, ok, "the report is logged as an object")
+	// Legacy is the registry the Store writes: what only the checkpoint
+	// holds is dropped, what only legacy holds is backfilled.
+	assert.EqualValues(t, 1, fields["restored"])
+	assert.EqualValues(t, 2, fields["dropped"])
 	assert.EqualValues(t, 1, fields["backfilled"])
+	assert.Equal(t, []any{"vm-legacy"}, fields["backfilledKeys"])
 	assert.Contains(t, buf.String(), "vm-legacy", "keys may be logged")
 	assert.NotZero(t, logs.FilterMessage("legacy write failed").Len())
 	assert.NotZero(t, logs.FilterMessage("checkpoint write failed").Len())

@@ -6,12 +6,22 @@ import "errors"
 var (
 	// ErrCheckpointWrite is returned by a write when the checkpoint could
 	// not be saved. Memory is unchanged, the checkpoint holds the previous
-	// commit, and an explicit legacy write already made was compensated.
+	// commit, and an explicit legacy write already made was compensated
+	// (unless the error also matches ErrOutcomeUnknown).
 	ErrCheckpointWrite = errors.New("checkpoint write failed")
 
 	// ErrLegacyWrite is returned by a write when the legacy source refused
-	// it. Memory is unchanged and the checkpoint holds the previous commit.
+	// it. Memory is unchanged and the checkpoint holds the previous commit
+	// (unless the error also matches ErrOutcomeUnknown).
 	ErrLegacyWrite = errors.New("legacy write failed")
+
+	// ErrOutcomeUnknown is returned by a write, together with
+	// ErrCheckpointWrite or ErrLegacyWrite, when one side failed and undoing
+	// what the write had already made on the other side failed too. The
+	// write was not applied to memory, but the error says which side may
+	// still hold it: a later Restore may serve it or not, and a later write
+	// to the same key settles it.
+	ErrOutcomeUnknown = errors.New("outcome unknown")
 
 	// ErrNotRestored is returned by writes before Restore has succeeded:
 	// a write before restore could be overwritten by it.

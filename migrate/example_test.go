@@ -102,7 +102,7 @@ func Example_rollout() {
 	// expand   read legacy            serves [a b]
 	// migrate  read checkpoint+legacy serves [a b c]
 	// legacy   read legacy            serves [b c]
-	// expand   read legacy            serves [b c]
+	// expand   read checkpoint+legacy serves [b c]
 	// migrate  read checkpoint+legacy serves [b c]
 	// contract read checkpoint        serves [b c d]
 	// migrate  read checkpoint        serves [b c d]

@@ -4,83 +4,144 @@ import (
 	"fmt"
 	"strings"
 
-	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
-// Where a restore read from, in Report.ReadFrom.
+// Sides names the sides a restore built the served state from.
+type Sides string
+
+// The sides, in Report.ReadFrom and Shadow.Side.
 const (
-	ReadLegacy              = "legacy"
-	ReadCheckpoint          = "checkpoint"
-	ReadCheckpointAndLegacy = "checkpoint+legacy"
-	ReadNothing             = "nothing" // phase 3 starting fresh
+	ReadLegacy              Sides = "legacy"
+	ReadCheckpoint          Sides = "checkpoint"
+	ReadCheckpointAndLegacy Sides = "checkpoint+legacy"
+	ReadNothing             Sides = "nothing" // a fresh start: neither side had anything to serve
 )
 
 // Report says what Restore did: where the served state came from, what it
 // reconciled, what it found stale or unreadable and what it repaired. Key
 // lists are in no particular order.
 type Report[K comparable] struct {
-	Phase    Phase
-	ReadFrom string // ReadLegacy, ReadCheckpoint, ReadCheckpointAndLegacy or ReadNothing
+	Phase Phase
+	// ReadFrom is the sides restore read to build the served state: legacy
+	// in phase 0; the checkpoint and legacy in phases 1 and 2 (legacy alone
+	// when the checkpoint could not be used); the checkpoint in phase 3 and
+	// when legacy is stale; ReadNothing for a fresh start; "" when Restore
+	// failed. A side read only to compare is in Shadow.
+	ReadFrom Sides
 
-	Restored       int // entries served after restore
-	FromCheckpoint int // of those, taken from the checkpoint
-	FromLegacy     int // of those, taken from legacy (Backfilled included)
+	Restored       int // entries served
+	FromCheckpoint int // of those, served with the checkpoint's key and value
+	FromLegacy     int // of those, served with legacy's (Backfilled included)
 
-	Backfilled []K // phase 2: taken from legacy because the checkpoint lacked them
-	Orphaned   []K // in the checkpoint only, kept
-	Pruned     []K // in the checkpoint only, dropped (Config.PruneOrphans)
-	Diverged   []K // on both sides with different values
+	// How the two sides were reconciled, by the key served (or, for the
+	// entries not served, the key the checkpoint had).
+	Backfilled []K // only legacy had them: served (phase 2)
+	Dropped    []K // only the checkpoint had them: not served, because legacy decides which entries exist
+	Orphaned   []K // only the checkpoint had them: served, because legacy could have missed them
+	Pruned     []K // only the checkpoint had them: not served (Config.PruneOrphans)
+	Diverged   []K // both had them, with values Config.Equal calls different: Config.Merge chose
 
-	// Shadow is the side read only to compare with what is served: the
-	// checkpoint in phase 1 (and phase 0 with Verify), legacy in phase 3.
-	// ShadowOnly lists entries only it has; Orphaned lists those only the
-	// served side has when that side is the checkpoint.
-	Shadow     string
-	ShadowOnly []K
-	ServedOnly []K
+	// Shadow is the comparison with a side that was read only to compare
+	// (the checkpoint in phase 0 with Config.Verify, legacy in phase 3);
+	// nil when none was.
+	Shadow *Shadow[K]
 
-	CheckpointRewritten bool   // the checkpoint was saved before Restore returned
-	Stale               string // why the checkpoint was not trusted; "" if it was
-	StaleLegacy         string // why legacy was not trusted; "" if it was
-	LegacyHealed        int    // writes made to bring an explicit legacy in line with what is served
-	Quarantined         string // where an unreadable checkpoint was moved; "" if none
-	Errors              []error
+	Stale        string // why the checkpoint was not trusted as it is; "" if it was
+	LegacyStale  string // why legacy was not trusted; "" if it was
+	LegacyWrites int    // writes restore made to bring a legacy the Store writes in line with what is served
+	Quarantined  string // where an unreadable checkpoint was moved; "" if none
+
+	CheckpointRewritten bool    // the checkpoint was saved before Restore returned
+	Errors              []error // what could not be read, and was skipped or set aside
+}
+
+// Shadow compares the served state with a side that was read only to
+// compare.
+type Shadow[K comparable] struct {
+	Side       Sides // the side compared: ReadLegacy or ReadCheckpoint
+	OnlyShadow []K   // entries only that side has
+	OnlyServed []K   // served entries that side lacks
+	Diverged   []K   // served entries that side holds with another value
+}
+
+// Agrees reports whether the shadow side holds exactly what is served.
+func (s *Shadow[K]) Agrees() bool {
+	return len(s.OnlyShadow)+len(s.OnlyServed)+len(s.Diverged) == 0
+}
+
+// reportItem is one thing a report says: a count, a key list, a text or a
+// flag. String and MarshalLogObject both read the same items.
+type reportItem[K comparable] struct {
+	name string // the log's key
+	say  string // String's words; "" leaves the item out of String
+	n    int    // a count
+	keys []K    // a key list (its length is the count)
+	text string // a text
+	list bool   // keys is the item
+	flag bool   // a set flag: only its name is shown
+}
+
+// items lists what r says, in the order String shows it; zero values are
+// left out.
+func (r Report[K]) items() []reportItem[K] {
+	it := []reportItem[K]{
+		{name: "fromCheckpoint", n: r.FromCheckpoint},
+		{name: "fromLegacy", n: r.FromLegacy},
+		{name: "backfilled", say: "backfilled", keys: r.Backfilled, list: true},
+		{name: "dropped", say: "dropped", keys: r.Dropped, list: true},
+		{name: "orphaned", say: "orphaned", keys: r.Orphaned, list: true},
+		{name: "pruned", say: "pruned", keys: r.Pruned, list: true},
+		{name: "diverged", say: "diverged", keys: r.Diverged, list: true},
+	}
+	if sh := r.Shadow; sh != nil {
+		agrees := "agrees"
+		if !sh.Agrees() {
+			agrees = "differs"
+		}
+		it = append(it,
+			reportItem[K]{name: "shadow", say: string(sh.Side), text: agrees},
+			reportItem[K]{name: "shadowOnly", say: "only in " + string(sh.Side), keys: sh.OnlyShadow, list: true},
+			reportItem[K]{name: "shadowLacks", say: "not in " + string(sh.Side), keys: sh.OnlyServed, list: true},
+			reportItem[K]{name: "shadowDiverged", say: "other values in " + string(sh.Side), keys: sh.Diverged, list: true},
+		)
+	}
+	return append(it,
+		reportItem[K]{name: "checkpointRewritten", say: "checkpoint rewritten", flag: r.CheckpointRewritten},
+		reportItem[K]{name: "stale", say: "stale checkpoint", text: r.Stale},
+		reportItem[K]{name: "legacyStale", say: "stale legacy", text: r.LegacyStale},
+		reportItem[K]{name: "legacyWrites", say: "legacy writes", n: r.LegacyWrites},
+		reportItem[K]{name: "quarantined", say: "quarantined to", text: r.Quarantined},
+	)
+}
+
+func (it reportItem[K]) zero() bool {
+	return it.n == 0 && len(it.keys) == 0 && it.text == "" && !it.flag
 }
 
 // String returns the report on one line.
 func (r Report[K]) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "phase %d (%s): read %s, restored %d (%d from checkpoint, %d from legacy)",
-		int(r.Phase), r.Phase, r.ReadFrom, r.Restored, r.FromCheckpoint, r.FromLegacy)
-	count := func(name string, n int) {
-		if n > 0 {
-			fmt.Fprintf(&b, ", %s %d", name, n)
+	fmt.Fprintf(&b, "phase %d (%s): ", int(r.Phase), r.Phase)
+	if r.ReadFrom == "" {
+		b.WriteString("not restored")
+	} else {
+		fmt.Fprintf(&b, "read %s, restored %d (%d from checkpoint, %d from legacy)", r.ReadFrom, r.Restored, r.FromCheckpoint, r.FromLegacy)
+	}
+	for _, it := range r.items() {
+		switch {
+		case it.zero() || it.say == "":
+		case it.flag:
+			fmt.Fprintf(&b, ", %s", it.say)
+		case it.text != "" && it.name == "quarantined":
+			fmt.Fprintf(&b, ", %s %s", it.say, it.text)
+		case it.text != "":
+			fmt.Fprintf(&b, ", %s: %s", it.say, it.text)
+		case it.list:
+			fmt.Fprintf(&b, ", %s %d", it.say, len(it.keys))
+		default:
+			fmt.Fprintf(&b, ", %s %d", it.say, it.n)
 		}
-	}
-	count("backfilled", len(r.Backfilled))
-	count("orphaned", len(r.Orphaned))
-	count("pruned", len(r.Pruned))
-	count("diverged", len(r.Diverged))
-	if r.Shadow != "" {
-		if len(r.ShadowOnly)+len(r.ServedOnly) == 0 {
-			fmt.Fprintf(&b, ", %s agrees", r.Shadow)
-		} else {
-			fmt.Fprintf(&b, ", %s differs: %d entries only there, %d only served", r.Shadow, len(r.ShadowOnly), len(r.ServedOnly))
-		}
-	}
-	if r.CheckpointRewritten {
-		b.WriteString(", checkpoint rewritten")
-	}
-	if r.Stale != "" {
-		fmt.Fprintf(&b, ", stale checkpoint: %s", r.Stale)
-	}
-	if r.StaleLegacy != "" {
-		fmt.Fprintf(&b, ", stale legacy: %s (%d writes to heal it)", r.StaleLegacy, r.LegacyHealed)
-	} else if r.LegacyHealed > 0 {
-		fmt.Fprintf(&b, ", legacy brought in line (%d writes)", r.LegacyHealed)
-	}
-	if r.Quarantined != "" {
-		fmt.Fprintf(&b, ", quarantined to %s", r.Quarantined)
 	}
 	switch len(r.Errors) {
 	case 0:
@@ -95,48 +156,48 @@ func (r Report[K]) String() string {
 // logKeys is how many keys of each list the log shows.
 const logKeys = 10
 
-func (r Report[K]) fields() []zap.Field {
-	keys := func(name string, ks []K) []zap.Field {
-		if len(ks) == 0 {
-			return nil
+// MarshalLogObject logs the report with zap: counts, texts and the first
+// keys of each list, never values.
+func (r Report[K]) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddInt("phase", int(r.Phase))
+	enc.AddString("readFrom", string(r.ReadFrom))
+	enc.AddInt("restored", r.Restored)
+	for _, it := range r.items() {
+		switch {
+		case it.zero():
+		case it.flag:
+			enc.AddBool(it.name, true)
+		case it.text != "":
+			enc.AddString(it.name, it.text)
+		case it.list:
+			enc.AddInt(it.name, len(it.keys))
+			if err := enc.AddArray(it.name+"Keys", keyList[K](it.keys[:min(len(it.keys), logKeys)])); err != nil {
+				return err
+			}
+		default:
+			enc.AddInt(it.name, it.n)
 		}
-		shown := make([]string, 0, min(len(ks), logKeys))
-		for _, k := range ks[:min(len(ks), logKeys)] {
-			shown = append(shown, fmt.Sprint(k))
-		}
-		return []zap.Field{zap.Int(name, len(ks)), zap.Strings(name+"Keys", shown)}
-	}
-	// The Store's logger already carries the phase.
-	f := []zap.Field{
-		zap.String("readFrom", r.ReadFrom),
-		zap.Int("restored", r.Restored),
-		zap.Int("fromCheckpoint", r.FromCheckpoint),
-		zap.Int("fromLegacy", r.FromLegacy),
-		zap.Bool("checkpointRewritten", r.CheckpointRewritten),
-	}
-	f = append(f, keys("backfilled", r.Backfilled)...)
-	f = append(f, keys("orphaned", r.Orphaned)...)
-	f = append(f, keys("pruned", r.Pruned)...)
-	f = append(f, keys("diverged", r.Diverged)...)
-	if r.Shadow != "" {
-		f = append(f, zap.String("shadow", r.Shadow))
-		f = append(f, keys("shadowOnly", r.ShadowOnly)...)
-		f = append(f, keys("servedOnly", r.ServedOnly)...)
-	}
-	if r.Stale != "" {
-		f = append(f, zap.String("stale", r.Stale))
-	}
-	if r.StaleLegacy != "" {
-		f = append(f, zap.String("staleLegacy", r.StaleLegacy))
-	}
-	if r.LegacyHealed > 0 {
-		f = append(f, zap.Int("legacyHealed", r.LegacyHealed))
-	}
-	if r.Quarantined != "" {
-		f = append(f, zap.String("quarantined", r.Quarantined))
 	}
 	if len(r.Errors) > 0 {
-		f = append(f, zap.Errors("errors", r.Errors))
+		return enc.AddArray("errors", errorList(r.Errors))
 	}
-	return f
+	return nil
+}
+
+type keyList[K comparable] []K
+
+func (l keyList[K]) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	for _, k := range l {
+		enc.AppendString(fmt.Sprint(k))
+	}
+	return nil
+}
+
+type errorList []error
+
+func (l errorList) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	for _, err := range l {
+		enc.AppendString(err.Error())
+	}
+	return nil
 }

@@ -128,7 +128,8 @@ func TestSeedUpgradeDowngradeUpgrade(t *testing.T) {
 
 	r := n.start(migrate.PhaseExpand)
 	n.serves(map[string]string{"B": "10.0.0.3", "C": "10.0.0.2"})
-	assert.Equal(t, migrate.ReadLegacy, r.ReadFrom)
+	assert.Equal(t, migrate.ReadCheckpointAndLegacy, r.ReadFrom, "legacy decides; the checkpoint's records are kept where legacy agrees")
+	assert.Equal(t, []ipamKey{real("A")}, r.Dropped, "A's stale allocation is dropped")
 	assert.NotEmpty(t, r.Stale, "the stale checkpoint is detected")
 	assert.True(t, r.CheckpointRewritten, "and healed")
 	snap, err := n.cp.Reopen().Load(context.Background())
@@ -183,7 +184,8 @@ func TestSeedMoreRollouts(t *testing.T) {
 		n.del("A")
 		r := n.start(migrate.PhaseExpand)
 		n.serves(map[string]string{"B": "10.0.0.3"})
-		assert.Equal(t, migrate.ReadLegacy, r.ReadFrom, "CRI is never stale")
+		assert.Empty(t, r.LegacyStale, "CRI is never stale")
+		assert.Equal(t, migrate.ReadCheckpointAndLegacy, r.ReadFrom, "phase 1 reads legacy, and the checkpoint's records")
 	})
 	t.Run("0 → 3 is refused when phase 0 ran this library", func(t *testing.T) {
 		n := newNode(t)
@@ -265,48 +267,6 @@ func TestMatchWithExplicitLegacyPlaceholders(t *testing.T) {
 	require.NoError(t, s.Delete(ctx, real("A")))
 	require.NoError(t, s.Put(ctx, real("B"), ipamVal{IP: "10.0.0.9"}))
 	assert.Equal(t, map[ipamKey]ipamVal{real("B"): {IP: "10.0.0.9"}}, reg.Snapshot(), "placeholders are gone from legacy too")
-}
-
-// TestExplicitLegacyDowngradeChangesValues: a phase-0 run that changes a
-// value behind the checkpoint's back is reported as divergence, and
-// PreferLegacy serves the value phase 0 acknowledged.
-func TestExplicitLegacyDowngradeChangesValues(t *testing.T) {
-	ctx := context.Background()
-	for _, merge := range []string{"default", "legacy"} {
-		t.Run(merge, func(t *testing.T) {
-			reg := &migratetest.Explicit[string, int]{}
-			cp := checkpoint.NewMemory[string, int]()
-			open := func(p migrate.Phase) (*migrate.Store[string, int], migrate.Report[string]) {
-				cfg := migrate.Config[string, int]{Phase: p, Legacy: reg}
-				if p != migrate.PhaseLegacy {
-					cfg.Checkpoint = cp.Reopen()
-				}
-				if merge == "legacy" {
-					cfg.Merge = migrate.PreferLegacy[string, int]
-				}
-				s, err := migrate.New(cfg)
-				require.NoError(t, err)
-				r, err := s.Restore(ctx)
-				require.NoError(t, err)
-				return s, r
-			}
-			s, _ := open(migrate.PhaseMigrate)
-			require.NoError(t, s.Put(ctx, "vm-1", 1))
-			require.NoError(t, s.Close())
-			s, _ = open(migrate.PhaseLegacy)
-			require.NoError(t, s.Put(ctx, "vm-1", 2))
-			require.NoError(t, s.Close())
-			s, r := open(migrate.PhaseMigrate)
-			defer s.Close()
-			assert.Equal(t, []string{"vm-1"}, r.Diverged, "never silent")
-			v, _ := s.Get("vm-1")
-			if merge == "legacy" {
-				assert.Equal(t, 2, v)
-			} else {
-				assert.Equal(t, 1, v, "the default trusts the checkpoint")
-			}
-		})
-	}
 }
 
 var _ source.Reader[ipamKey, ipamVal] = (*migratetest.Implicit[ipamKey, ipamVal])(nil)

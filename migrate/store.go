@@ -65,8 +65,11 @@ type Store[K comparable, V any] struct {
 	token chan struct{}
 
 	// Guarded by token.
-	fullSave bool // the checkpoint may differ from memory: save it whole next time
-	batch    batchScratch[K, V]
+	// strays holds, by identity, the keys a legacy the Store writes may hold
+	// against memory's word: writes whose undo failed. The next commit
+	// writes legacy back in line for them first.
+	strays map[K][]K
+	batch  batchScratch[K, V]
 
 	qmu   sync.Mutex       // guards queue and closing
 	queue []*request[K, V] // writes waiting for a leader, oldest first
@@ -85,10 +88,6 @@ type state[K comparable, V any] struct {
 	ids    map[K]K      // Match(key) -> stored key; nil without Match
 	origin map[K]Origin // stored key -> origin, for entries whose origin is not def
 	def    Origin       // origin of entries not in origin
-	// lkeys holds, for entries that legacy knows under another key than
-	// the stored one (placeholders), that key by identity, so writes to an
-	// explicit legacy remove it.
-	lkeys map[K]K
 }
 
 // New checks cfg and returns a Store that serves nothing until Restore.
@@ -112,11 +111,17 @@ func New[K comparable, V any](cfg Config[K, V]) (*Store[K, V], error) {
 	if s.equal == nil {
 		s.equal = func(a, b V) bool { return reflect.DeepEqual(a, b) }
 	}
-	if s.merge == nil {
-		s.merge = PreferCheckpoint[K, V]
-	}
 	if w, ok := cfg.Legacy.(source.Writer[K, V]); ok {
 		s.explicit = w
+	}
+	if s.merge == nil {
+		// The default follows the kind of legacy: one the Store writes holds
+		// the old binary's acknowledged writes; one that only observes knows
+		// less than the checkpoint.
+		s.merge = PreferCheckpoint[K, V]
+		if s.explicit != nil {
+			s.merge = PreferLegacy[K, V]
+		}
 	}
 	if cfg.Checkpoint != nil {
 		if c, ok := cfg.Checkpoint.(committer[K, V]); ok {

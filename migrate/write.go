@@ -2,12 +2,7 @@ package migrate
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"maps"
-
-	"go.uber.org/zap"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
 )
@@ -24,13 +19,16 @@ type op[K comparable, V any] struct {
 	id  K // s.id(key)
 }
 
-// request is one write waiting to be committed: a Put, a Delete, or an
-// Update's changes, which commit together or not at all. Its ops have
-// distinct identities.
+// request is one write waiting to be committed: a Put or a Delete (ops), or
+// an Update (fn), whose changes commit together or not at all.
 type request[K comparable, V any] struct {
 	ops  []op[K, V]
+	fn   func(tx *Tx[K, V]) error
 	done chan struct{}
 	err  error // set before done is closed
+	// panicked holds what fn panicked with, to panic with again in the
+	// caller's goroutine.
+	panicked any
 }
 
 func (r *request[K, V]) finish(err error) {
@@ -47,35 +45,43 @@ func (r *request[K, V]) finished() bool {
 	}
 }
 
-// plan is an op resolved against the committed state: what the entry was,
+// plan is an op resolved against the state it changes: what the entry was,
 // and so what every side must do, and undo.
 type plan[K comparable, V any] struct {
 	op      op[K, V]
 	oldKey  K
 	oldVal  V
 	existed bool
-	lkey    K // where legacy holds the entry, when not under oldKey
-	hasLkey bool
 }
 
 // batchScratch is reused by every group commit; token guards it.
 type batchScratch[K comparable, V any] struct {
-	ids     map[K]struct{}
 	changes []checkpoint.Change[K, V]
 }
 
 // Put stores value under key and returns once every side its phase writes
 // has it durably. With Match, it replaces the entry of any matching key
 // (and the stored key becomes key).
+//
+// The context is honoured while the write waits for its turn: if it is done
+// before a group commit takes the write, Put returns its error and nothing
+// was written (an already done context writes nothing). Once a commit has
+// taken it, the write runs to its end whatever the context says, and Put
+// returns its outcome: nil means durable, even if the deadline passed
+// meanwhile. An error other than the context's says what failed (see
+// ErrCheckpointWrite, ErrLegacyWrite, ErrOutcomeUnknown).
 func (s *Store[K, V]) Put(ctx context.Context, key K, value V) error {
-	return s.write(ctx, []op[K, V]{{key: key, val: value, id: s.id(key)}})
+	return s.write(ctx, &request[K, V]{ops: []op[K, V]{{key: key, val: value, id: s.id(key)}}})
 }
 
 // Delete removes key's entry (with Match, the entry of any matching key)
 // from every side its phase writes, and returns once that is durable.
-// Deleting an entry that is not there is not an error.
+// Deleting an entry that is not there is not an error; in the phases that
+// write a legacy the Store writes, the Delete still reaches legacy, which
+// may hold the key (an entry a partial listing could not read). The context
+// is honoured as Put says.
 func (s *Store[K, V]) Delete(ctx context.Context, key K) error {
-	return s.write(ctx, []op[K, V]{{key: key, del: true, id: s.id(key)}})
+	return s.write(ctx, &request[K, V]{ops: []op[K, V]{{key: key, del: true, id: s.id(key)}}})
 }
 
 func (s *Store[K, V]) usable() error {
@@ -90,30 +96,39 @@ func (s *Store[K, V]) usable() error {
 	return nil
 }
 
-// write queues a request and waits for a group commit to carry it. The
-// first writer to find no commit in progress leads: it commits everything
-// queued (up to maxBatch) in one save, and again until its own write is
-// done. The others wait for their own write, or for the lead if the leader
-// left before reaching them. A lone writer leads at once: there is no
-// timer.
-func (s *Store[K, V]) write(ctx context.Context, ops []op[K, V]) error {
+// write queues r and waits for a group commit to carry it. The first
+// writer to find no commit in progress leads: it commits everything queued
+// (up to maxBatch) in one save, and again until its own write is done. The
+// others wait for their own write, or for the lead if the leader left
+// before reaching them. A lone writer leads at once: there is no timer.
+func (s *Store[K, V]) write(ctx context.Context, r *request[K, V]) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	r := &request[K, V]{ops: ops, done: make(chan struct{})}
+	r.done = make(chan struct{})
 	s.qmu.Lock()
 	s.queue = append(s.queue, r)
 	s.qmu.Unlock()
+	err := s.await(ctx, r)
+	if r.panicked != nil {
+		panic(r.panicked)
+	}
+	return err
+}
+
+// await leads or waits until r is done, or withdraws it if ctx is done
+// first.
+func (s *Store[K, V]) await(ctx context.Context, r *request[K, V]) error {
 	for {
 		select {
 		case <-r.done:
 			return r.err
 		case s.token <- struct{}{}:
 			for !r.finished() {
-				batch := s.take(nil)
+				batch := s.take()
 				if len(batch) == 0 {
 					break
 				}
@@ -143,454 +158,14 @@ func (s *Store[K, V]) withdraw(r *request[K, V]) bool {
 	return false
 }
 
-// take removes from the queue, oldest first, the requests that touch no
-// entry that first (if any) or an earlier taken request touches, up to
-// maxBatch. A request that does stays queued for the next batch, so that
-// every change in a batch can be undone on its own.
-func (s *Store[K, V]) take(first *request[K, V]) []*request[K, V] {
-	ids := s.batch.ids
-	if ids == nil {
-		ids = make(map[K]struct{})
-		s.batch.ids = ids
-	}
-	clear(ids)
-	var batch []*request[K, V]
-	if first != nil {
-		batch = append(batch, first)
-		for _, o := range first.ops {
-			ids[o.id] = struct{}{}
-		}
-	}
+// take removes up to maxBatch requests from the queue, oldest first.
+func (s *Store[K, V]) take() []*request[K, V] {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
-	kept := s.queue[:0]
-	for _, q := range s.queue {
-		if len(batch) >= maxBatch || touches(q, ids) {
-			kept = append(kept, q)
-			continue
-		}
-		for _, o := range q.ops {
-			ids[o.id] = struct{}{}
-		}
-		batch = append(batch, q)
-	}
-	clear(s.queue[len(kept):])
-	s.queue = kept
+	n := min(len(s.queue), maxBatch)
+	batch := make([]*request[K, V], n)
+	copy(batch, s.queue)
+	clear(s.queue[:n])
+	s.queue = s.queue[n:]
 	return batch
-}
-
-func touches[K comparable, V any](r *request[K, V], ids map[K]struct{}) bool {
-	for _, o := range r.ops {
-		if _, ok := ids[o.id]; ok {
-			return true
-		}
-	}
-	return false
-}
-
-// resolve turns a request's ops into plans against the committed state.
-// Deletes of absent entries drop out.
-func (s *Store[K, V]) resolve(r *request[K, V]) []plan[K, V] {
-	plans := make([]plan[K, V], 0, len(r.ops))
-	for _, o := range r.ops {
-		p := plan[K, V]{op: o}
-		p.oldKey, p.existed = s.state.lookup(o.id)
-		if p.existed {
-			p.oldVal = s.state.vals[p.oldKey]
-		}
-		if lk, ok := s.state.lkeys[o.id]; ok {
-			p.lkey, p.hasLkey = lk, true
-		}
-		if o.del && !p.existed {
-			continue
-		}
-		plans = append(plans, p)
-	}
-	return plans
-}
-
-// pending is a request in a batch with its plans.
-type pending[K comparable, V any] struct {
-	req   *request[K, V]
-	plans []plan[K, V]
-	err   error
-}
-
-// commitBatch writes a batch to the sides the phase writes, in the order
-// that keeps the side Restore reads from never behind, applies what
-// succeeded to memory and releases every caller.
-func (s *Store[K, V]) commitBatch(ctx context.Context, batch []*request[K, V]) {
-	// The batch carries other callers' writes: the leader's cancellation
-	// must not cut them short.
-	ctx = context.WithoutCancel(ctx)
-	s.mu.RLock()
-	closed := s.closed
-	s.mu.RUnlock()
-	if closed {
-		for _, r := range batch {
-			r.finish(fmt.Errorf("migrate: %w", ErrClosed))
-		}
-		return
-	}
-
-	work := make([]*pending[K, V], 0, len(batch))
-	for _, r := range batch {
-		work = append(work, &pending[K, V]{req: r, plans: s.resolve(r)})
-	}
-	p := s.cfg.Phase
-	legacyOn := s.explicit != nil && p.WritesLegacy()
-	ckptOn := s.cfg.Checkpoint != nil && p.WritesCheckpoint()
-
-	if p.primaryIsLegacy() {
-		if legacyOn {
-			for _, w := range work {
-				w.err = s.writeLegacy(ctx, w.plans)
-			}
-		}
-		if ckptOn {
-			s.saveCheckpoint(ctx, work, func(w *pending[K, V]) {
-				if legacyOn {
-					s.undoLegacy(ctx, w.plans, len(w.plans), 0)
-				}
-			})
-		}
-	} else {
-		if ckptOn {
-			s.saveCheckpoint(ctx, work, nil)
-		}
-		if legacyOn {
-			failed := false
-			for _, w := range work {
-				if w.err == nil {
-					w.err = s.writeLegacy(ctx, w.plans)
-					failed = failed || w.err != nil
-				}
-			}
-			if failed && ckptOn {
-				s.restoreCheckpoint(ctx, work)
-			}
-		}
-	}
-
-	s.mu.Lock()
-	for _, w := range work {
-		if w.err == nil {
-			s.apply(w.plans, legacyOn)
-		}
-	}
-	s.mu.Unlock()
-	for _, w := range work {
-		w.req.finish(w.err)
-	}
-}
-
-// A plan makes up to three legacy writes, in this order: the entry itself
-// (put or delete), the removal of the key it was stored under before (a Put
-// with a new key for a matching entry), and the removal of the placeholder
-// key legacy keeps it under.
-const (
-	stepEntry = iota
-	stepOldKey
-	stepLegacyKey
-	numSteps
-)
-
-// needed reports whether plan p makes legacy write step.
-func needed[K comparable, V any](p plan[K, V], step int) bool {
-	o := p.op
-	switch step {
-	case stepEntry:
-		return true
-	case stepOldKey:
-		return !o.del && p.existed && p.oldKey != o.key
-	default:
-		return p.hasLkey && p.lkey != p.oldKey && (o.del || p.lkey != o.key)
-	}
-}
-
-// legacyStep performs, or with undo reverses, one legacy write of p.
-func (s *Store[K, V]) legacyStep(ctx context.Context, p plan[K, V], step int, undo bool) error {
-	o := p.op
-	switch {
-	case step == stepEntry && o.del:
-		if undo {
-			return s.explicit.Put(ctx, p.oldKey, p.oldVal)
-		}
-		return s.explicit.Delete(ctx, p.oldKey)
-	case step == stepEntry:
-		if !undo {
-			return s.explicit.Put(ctx, o.key, o.val)
-		}
-		if p.existed && p.oldKey == o.key {
-			return s.explicit.Put(ctx, o.key, p.oldVal)
-		}
-		return s.explicit.Delete(ctx, o.key)
-	case step == stepOldKey:
-		if undo {
-			return s.explicit.Put(ctx, p.oldKey, p.oldVal)
-		}
-		return s.explicit.Delete(ctx, p.oldKey)
-	default:
-		if undo {
-			return s.explicit.Put(ctx, p.lkey, p.oldVal)
-		}
-		return s.explicit.Delete(ctx, p.lkey)
-	}
-}
-
-// writeLegacy makes the legacy writes of plans, in order; on a failure it
-// undoes the ones made and returns an error wrapping ErrLegacyWrite.
-func (s *Store[K, V]) writeLegacy(ctx context.Context, plans []plan[K, V]) error {
-	for pi, p := range plans {
-		for step := range numSteps {
-			if !needed(p, step) {
-				continue
-			}
-			if err := s.legacyStep(ctx, p, step, false); err != nil {
-				s.undoLegacy(ctx, plans, pi, step)
-				s.log.Warn("legacy write failed", zap.Any("key", p.op.key), zap.Error(err))
-				return fmt.Errorf("migrate: %w: %w", ErrLegacyWrite, err)
-			}
-		}
-	}
-	return nil
-}
-
-// undoLegacy reverses, newest first, the legacy writes of plans made before
-// step of plans[upTo] (upTo == len(plans) undoes them all). Compensation is
-// best effort: a failure is logged, and the restore rules cover what is
-// left (phase 1 rewrites the checkpoint from legacy at start; phase 2
-// reconciles).
-func (s *Store[K, V]) undoLegacy(ctx context.Context, plans []plan[K, V], upTo, step int) {
-	for pi := min(upTo, len(plans)-1); pi >= 0; pi-- {
-		last := numSteps - 1
-		if pi == upTo {
-			last = step - 1
-		}
-		for st := last; st >= 0; st-- {
-			if !needed(plans[pi], st) {
-				continue
-			}
-			if err := s.legacyStep(ctx, plans[pi], st, true); err != nil {
-				s.log.Error("compensating a legacy write failed; legacy may hold a write that was not acknowledged",
-					zap.Any("key", plans[pi].op.key), zap.Error(err))
-			}
-		}
-	}
-}
-
-// changes returns the checkpoint changes of plans, appended to dst.
-func changes[K comparable, V any](dst []checkpoint.Change[K, V], plans []plan[K, V]) []checkpoint.Change[K, V] {
-	for _, p := range plans {
-		o := p.op
-		if o.del {
-			dst = append(dst, checkpoint.Change[K, V]{Key: p.oldKey, Delete: true})
-			continue
-		}
-		if p.existed && p.oldKey != o.key {
-			dst = append(dst, checkpoint.Change[K, V]{Key: p.oldKey, Delete: true})
-		}
-		dst = append(dst, checkpoint.Change[K, V]{Key: o.key, Value: o.val})
-	}
-	return dst
-}
-
-// saveCheckpoint saves the changes of every request in work that has not
-// failed, in one save. A key or value that cannot be encoded fails only its
-// own request (found by encoding each, on that rare path). When the save
-// fails, every request in it fails with ErrCheckpointWrite, after undo.
-func (s *Store[K, V]) saveCheckpoint(ctx context.Context, work []*pending[K, V], undo func(*pending[K, V])) {
-	for attempt := 0; ; attempt++ {
-		err := s.saveLive(ctx, work, false)
-		if err == nil {
-			return
-		}
-		if errors.Is(err, checkpoint.ErrEncode) && attempt == 0 {
-			for _, w := range work {
-				if w.err == nil {
-					if eerr := encodable(w.plans); eerr != nil {
-						s.log.Warn("a write cannot be encoded for the checkpoint", zap.Error(eerr))
-						w.err = fmt.Errorf("migrate: %w: %w", ErrCheckpointWrite, eerr)
-						if undo != nil {
-							undo(w)
-						}
-					}
-				}
-			}
-			continue
-		}
-		s.log.Warn("checkpoint write failed", zap.Error(err))
-		for _, w := range work {
-			if w.err == nil {
-				w.err = fmt.Errorf("migrate: %w: %w", ErrCheckpointWrite, err)
-				if undo != nil {
-					undo(w)
-				}
-			}
-		}
-		return
-	}
-}
-
-func encodable[K comparable, V any](plans []plan[K, V]) error {
-	for _, p := range plans {
-		if _, err := json.Marshal(p.op.key); err != nil {
-			return fmt.Errorf("%w: key %v: %v", checkpoint.ErrEncode, p.op.key, err)
-		}
-		if !p.op.del {
-			if _, err := json.Marshal(p.op.val); err != nil {
-				return fmt.Errorf("%w: value of key %v: %v", checkpoint.ErrEncode, p.op.key, err)
-			}
-		}
-	}
-	return nil
-}
-
-// saveLive saves the changes of the requests in work that have not failed.
-// Unless force, it saves nothing when there is nothing to change.
-func (s *Store[K, V]) saveLive(ctx context.Context, work []*pending[K, V], force bool) error {
-	chs := s.batch.changes[:0]
-	for _, w := range work {
-		if w.err == nil {
-			chs = changes(chs, w.plans)
-		}
-	}
-	defer func() { clear(chs); s.batch.changes = chs[:0] }()
-	if len(chs) == 0 && !force {
-		return nil
-	}
-	if s.commit != nil && !s.fullSave {
-		return s.commit.Commit(ctx, s.meta, chs)
-	}
-	// Without an incremental Commit (or when the checkpoint may have
-	// drifted from memory), save memory with the changes applied.
-	snap := make(map[K]V, len(s.state.vals)+len(chs))
-	maps.Copy(snap, s.state.vals)
-	for _, c := range chs {
-		if c.Delete {
-			delete(snap, c.Key)
-		} else {
-			snap[c.Key] = c.Value
-		}
-	}
-	if err := s.cfg.Checkpoint.Save(ctx, checkpoint.Snapshot[K, V]{Meta: s.meta, Entries: snap}); err != nil {
-		return err
-	}
-	s.fullSave = false
-	return nil
-}
-
-// restoreCheckpoint runs after legacy refused some writes that the
-// checkpoint already has: it saves the checkpoint again without them. If
-// that fails too, the next commit saves the whole state.
-func (s *Store[K, V]) restoreCheckpoint(ctx context.Context, work []*pending[K, V]) {
-	s.fullSave = true
-	if err := s.saveLive(ctx, work, true); err != nil {
-		s.log.Error("undoing a checkpoint write after a legacy failure failed; the next write saves the whole state", zap.Error(err))
-		s.fullSave = true
-	}
-}
-
-// apply makes plans the committed state. The caller holds mu and token.
-func (s *Store[K, V]) apply(plans []plan[K, V], legacyWritten bool) {
-	st := &s.state
-	for _, p := range plans {
-		o := p.op
-		if p.existed {
-			delete(st.vals, p.oldKey)
-			delete(st.origin, p.oldKey)
-		}
-		if legacyWritten {
-			delete(st.lkeys, o.id)
-		}
-		if o.del {
-			if st.ids != nil {
-				delete(st.ids, o.id)
-			}
-			continue
-		}
-		st.vals[o.key] = o.val
-		if st.ids != nil {
-			st.ids[o.id] = o.key
-		}
-		if st.origin == nil {
-			st.origin = make(map[K]Origin)
-		}
-		st.origin[o.key] = OriginWrite
-	}
-}
-
-// Tx is the set of changes an Update makes. Its methods must only be
-// called from the Update function that received it.
-type Tx[K comparable, V any] struct {
-	s   *Store[K, V]
-	ops []op[K, V]
-	at  map[K]int // identity -> index in ops
-}
-
-// Get returns key's value as the transaction sees it: the committed value,
-// or the transaction's own change.
-func (tx *Tx[K, V]) Get(key K) (V, bool) {
-	id := tx.s.id(key)
-	if i, ok := tx.at[id]; ok {
-		if tx.ops[i].del {
-			var zero V
-			return zero, false
-		}
-		return tx.ops[i].val, true
-	}
-	return tx.s.Get(key)
-}
-
-// Put stores value under key when the transaction commits.
-func (tx *Tx[K, V]) Put(key K, value V) { tx.set(op[K, V]{key: key, val: value}) }
-
-// Delete removes key's entry when the transaction commits.
-func (tx *Tx[K, V]) Delete(key K) { tx.set(op[K, V]{key: key, del: true}) }
-
-func (tx *Tx[K, V]) set(o op[K, V]) {
-	o.id = tx.s.id(o.key)
-	if i, ok := tx.at[o.id]; ok {
-		tx.ops[i] = o
-		return
-	}
-	if tx.at == nil {
-		tx.at = make(map[K]int)
-	}
-	tx.at[o.id] = len(tx.ops)
-	tx.ops = append(tx.ops, o)
-}
-
-// Update runs fn on a transaction and commits its changes as one: every
-// side sees all of them or none. If fn returns an error, nothing is
-// written and Update returns that error. The checkpoint takes the changes
-// in one save, so a crash leaves all of them or none there; an explicit
-// legacy source takes one write per key, so a crash between those writes
-// can leave part of the Update in legacy (a failure, unlike a crash, is
-// compensated). fn runs once, against the
-// committed state, while no other write commits, so what it reads stays
-// true until its changes are durable; fn must not call the Store's write
-// methods (Put, Delete, Update), which would wait for it forever.
-func (s *Store[K, V]) Update(ctx context.Context, fn func(tx *Tx[K, V]) error) error {
-	if err := s.usable(); err != nil {
-		return err
-	}
-	if err := s.acquire(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	defer s.release()
-	if err := s.usable(); err != nil {
-		return err
-	}
-	tx := &Tx[K, V]{s: s}
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if len(tx.ops) == 0 {
-		return nil
-	}
-	r := &request[K, V]{ops: tx.ops, done: make(chan struct{})}
-	// Writes queued meanwhile ride along if they touch other entries.
-	s.commitBatch(ctx, s.take(r))
-	return r.err
 }

@@ -441,10 +441,14 @@ func TestWriterWaitingBehindASlowSaveHonoursItsContext(t *testing.T) {
 	assert.False(t, ok)
 }
 
+// slowCheckpoint holds every Commit until release is closed; after the
+// first Commit, failNext (if set) fails the next one.
 type slowCheckpoint struct {
 	*checkpoint.Memory[string, int]
-	release chan struct{}
-	entered chan struct{}
+	release  chan struct{}
+	entered  chan struct{}
+	commits  int
+	failNext error
 }
 
 func (c *slowCheckpoint) Commit(ctx context.Context, m checkpoint.Meta, ch []checkpoint.Change[string, int]) error {
@@ -453,6 +457,12 @@ func (c *slowCheckpoint) Commit(ctx context.Context, m checkpoint.Meta, ch []che
 	default:
 	}
 	<-c.release
+	c.commits++
+	if c.commits > 1 && c.failNext != nil {
+		err := c.failNext
+		c.failNext = nil
+		return err
+	}
 	return c.Memory.Commit(ctx, m, ch)
 }
 

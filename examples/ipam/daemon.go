@@ -55,9 +55,8 @@ type reportJSON struct {
 	Restored    int      `json:"restored"`
 	Backfilled  int      `json:"backfilled"`
 	Orphaned    int      `json:"orphaned"`
+	Dropped     int      `json:"dropped"`
 	Diverged    int      `json:"diverged"`
-	ShadowOnly  int      `json:"shadowOnly"`
-	ServedOnly  int      `json:"servedOnly"`
 	Rewritten   bool     `json:"rewritten"`
 	Stale       string   `json:"stale,omitempty"`
 	Quarantined string   `json:"quarantined,omitempty"`
@@ -67,9 +66,8 @@ type reportJSON struct {
 
 func toReportJSON(r migrate.Report[Key]) *reportJSON {
 	out := &reportJSON{
-		Phase: r.Phase.String(), ReadFrom: r.ReadFrom, Restored: r.Restored,
-		Backfilled: len(r.Backfilled), Orphaned: len(r.Orphaned), Diverged: len(r.Diverged),
-		ShadowOnly: len(r.ShadowOnly), ServedOnly: len(r.ServedOnly),
+		Phase: r.Phase.String(), ReadFrom: string(r.ReadFrom), Restored: r.Restored,
+		Backfilled: len(r.Backfilled), Orphaned: len(r.Orphaned), Dropped: len(r.Dropped), Diverged: len(r.Diverged),
 		Rewritten: r.CheckpointRewritten, Stale: r.Stale, Quarantined: r.Quarantined, Line: r.String(),
 	}
 	for _, e := range r.Errors {

@@ -92,29 +92,25 @@
 // The registry is this program's legacy side (a source.Map the Store writes
 // explicitly); the checkpoint at --state is the new source of truth. Unlike
 // a CNI plugin's legacy side (the container runtime, which outlives the
-// plugin), this one is empty after every restart, and that decides what each
-// phase is worth here:
+// plugin), this one is empty after every restart, so the Store is told so
+// (migrate.Config.VolatileLegacy) and never takes its emptiness as evidence:
 //
 //   - v1, phase 0 (legacy): the old behaviour. Changes go to the registry
 //     only, and a restart starts empty. This binary still takes the
-//     checkpoint's lock and marks the file superseded, so that a later
-//     phase 3 refuses a file that missed phase 0's changes (and, on the first
-//     restart after a phase-3 run, phase 0 restores from the checkpoint,
-//     because it knows the registry is stale).
-//   - v2, phase 1 (expand): writes both, restores from the registry and
-//     rewrites the checkpoint from it at every start. For a legacy side that
-//     survives restarts that heals a stale file; for this one it rewrites the
-//     checkpoint from an empty registry, so everything is lost at every
-//     restart, as in v1. Supported, not useful.
-//   - v2, phase 2 (migrate): writes both, restores from the checkpoint and
-//     reconciles against the registry. The registry is empty, so every VM is
-//     reported as an orphan (only in the checkpoint) and kept; on the first
-//     start after a phase-3 run, which did not write the registry, the Store
-//     knows it is stale and refills it from the checkpoint instead
-//     (Report.StaleLegacy). This is the first phase in which the proxy
-//     survives a restart, and the one to roll back to from phase 3.
+//     checkpoint's lock and marks the file behind legacy, so that a later
+//     phase 3 refuses a file that missed phase 0's changes and phases 1 and
+//     2 do not bring back what phase 0 removed (and, on the first restart
+//     after a phase-3 run, phase 0 restores from the checkpoint, because it
+//     knows the registry is stale).
+//   - v2, phases 1 (expand) and 2 (migrate): write both, restore from the
+//     checkpoint and refill the registry with what they restored
+//     (Report.LegacyWrites). The proxy survives a restart from phase 1 on.
 //   - v3, phase 3 (contract), the default: restores from the checkpoint and
 //     writes only the checkpoint. The registry is not used at all.
+//
+// The rollout to follow is the usual one, 0 → 1 → 2 → 3, and any step back
+// is safe as long as it goes back to this binary's phase 0, not to the real
+// v1 (see Caveats).
 //
 // The default is contract because the rollout's usual reason to go slowly,
 // keeping the previous version's source fresh so that a downgrade finds it
@@ -150,10 +146,9 @@
 // # Caveats
 //
 //   - Going back to the real v1 binary, which does not know the file, leaves
-//     it stale: a v3 started after it would bring back VMs and tokens that v1
-//     forgot or removed. Delete --state, or run once with --phase expand
-//     (which rewrites it from the empty registry), before returning to
-//     contract. Keeping --state on /run, which a reboot empties, and the boot
+//     it stale: a v2 or v3 started after it would bring back VMs and tokens
+//     that v1 forgot or removed. Delete --state before starting v2 or v3
+//     again, or roll back to this binary with --phase legacy instead of v1. Keeping --state on /run, which a reboot empties, and the boot
 //     ID check cover the common case of a reboot in between.
 //   - A restored session is a record, not a connection: the I/O streams of a
 //     real proxy die with its process, and a shim has to reconnect with its

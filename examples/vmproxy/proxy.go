@@ -163,10 +163,12 @@ func newProxy(ctx context.Context, cfg proxyConfig) (*proxy, migrate.Report[stri
 		Strict:     cfg.Strict,
 		Writer:     writer(),
 		Logger:     log,
+		// The registry lived in memory: it is empty after every restart,
+		// which says nothing about which VMs exist.
+		VolatileLegacy: true,
 	}
-	// The registry is empty after every restart (it lived in memory), so
-	// in phase 3, where it is optional, giving it to the Store would only
-	// make Restore report every VM as missing from it.
+	// Phase 3 does not write the registry, and would only compare the
+	// checkpoint with an empty one.
 	if cfg.Phase != migrate.PhaseContract {
 		mc.Legacy = p.registry
 	}

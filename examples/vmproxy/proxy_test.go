@@ -442,36 +442,37 @@ func TestMigrationWalkThrough(t *testing.T) {
 		{"migrate after contract refills the registry it knows is stale", func(t *testing.T) {
 			tp = tp.restart(migrate.PhaseMigrate)
 			assert.Equal(t, []string{"vm-1"}, vms())
-			assert.NotEmpty(t, tp.report.StaleLegacy, tp.report.String())
-			assert.Equal(t, 1, tp.report.LegacyHealed)
+			assert.NotEmpty(t, tp.report.LegacyStale, tp.report.String())
+			assert.Equal(t, 1, tp.report.LegacyWrites)
 			_, ok := tp.registry.Get("vm-1")
 			assert.True(t, ok)
 			tp.mustDo(request{Op: "register", VM: "vm-2"})
 			_, ok = tp.registry.Get("vm-2")
 			assert.True(t, ok, "phase 2 writes the registry too")
 		}},
-		{"migrate keeps every VM as an orphan of the empty registry", func(t *testing.T) {
+		{"migrate serves the checkpoint and refills the empty registry", func(t *testing.T) {
 			tp = tp.restart(migrate.PhaseMigrate)
 			assert.Equal(t, []string{"vm-1", "vm-2"}, vms())
-			assert.Equal(t, migrate.ReadCheckpointAndLegacy, tp.report.ReadFrom)
-			assert.ElementsMatch(t, []string{"vm-1", "vm-2"}, tp.report.Orphaned, tp.report.String())
-			assert.Empty(t, tp.report.StaleLegacy)
+			assert.Equal(t, migrate.ReadCheckpoint, tp.report.ReadFrom)
+			assert.Empty(t, tp.report.Orphaned, "an empty registry after a restart is no evidence")
+			assert.Equal(t, 2, tp.report.LegacyWrites, tp.report.String())
+			assert.Empty(t, tp.report.LegacyStale)
 		}},
-		{"expand rewrites the checkpoint from the empty registry", func(t *testing.T) {
+		{"expand keeps every VM too", func(t *testing.T) {
 			tp = tp.restart(migrate.PhaseExpand)
-			assert.Equal(t, migrate.ReadLegacy, tp.report.ReadFrom)
-			assert.True(t, tp.report.CheckpointRewritten)
-			assert.Empty(t, vms())
+			assert.Equal(t, migrate.ReadCheckpoint, tp.report.ReadFrom)
+			assert.Equal(t, []string{"vm-1", "vm-2"}, vms())
+			assert.Equal(t, 2, tp.registry.Len(), "and refills the registry")
 		}},
 		{"contract after expand finds what expand wrote", func(t *testing.T) {
 			tp = tp.restart(migrate.PhaseContract)
-			assert.Empty(t, vms())
+			assert.Equal(t, []string{"vm-1", "vm-2"}, vms())
 			tp.mustDo(request{Op: "register", VM: "vm-3"})
 		}},
 		{"legacy after contract restores from the checkpoint, once", func(t *testing.T) {
 			tp = tp.restart(migrate.PhaseLegacy)
-			assert.NotEmpty(t, tp.report.StaleLegacy)
-			assert.Equal(t, []string{"vm-3"}, vms())
+			assert.NotEmpty(t, tp.report.LegacyStale)
+			assert.Equal(t, []string{"vm-1", "vm-2", "vm-3"}, vms())
 			tp.mustDo(request{Op: "register", VM: "vm-4"}) // the registry only
 		}},
 		{"legacy forgets at the next restart, as v1 did", func(t *testing.T) {

@@ -8,7 +8,8 @@
 // step of Save and Load under a Store (TestSaveFaultsThroughTheStore,
 // TestLoadFaultsThroughTheStore), configuration mistakes, values that
 // cannot be encoded, random operation sequences against a map model
-// (FuzzStoreOps), arbitrary checkpoint bytes and legacy lists at Restore
+// (FuzzStoreOps), arbitrary checkpoint bytes, legacy lists and options at
+// Restore against a model of the restore rules written from migrate's docs
 // (FuzzRestore), file permissions, symlinks and secrets in logs. Each
 // test's comment says how it was checked to fail when the property it
 // guards is broken. Long variants run behind flags (-robustness.seed

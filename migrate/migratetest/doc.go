@@ -2,25 +2,55 @@
 // adapters, and provides fakes for the legacy side, as net/http/httptest
 // does for HTTP and testing/fstest for file systems.
 //
-// [Check] (or [Matrix], its *testing.T helper) drives a Store that your
-// [Factory] builds - your key type, your Match and Merge, your legacy
-// adapter's behaviour - through every sequence of phases 0 to 3 up to a
-// length (1,364 sequences for the default 5). Between steps it restarts
-// cleanly, crashes (no Close, and sometimes in the middle of a write, keeping
-// only what was durable at that instant) or reboots (the node's state dies,
-// the boot ID changes, a tmpfs checkpoint is lost). In each step it makes
-// seeded random writes, with injected failures of either side. After every
-// restore it checks that what is served is exactly what was acknowledged:
-// nothing lost, nothing invented, no stale value. An entry the Store kept
-// and reported as an orphan counts as kept. It fails with the shortest
-// failing sequence, its seed, and a trace of every step.
+// [Check] (or [Matrix], its *testing.T helper) drives a Store configured by
+// your [Factory] - your key type, your Match, Merge and Strict - through
+// every sequence of phases 0 to 3 up to a length (1,364 sequences for the
+// default 5). Between steps it restarts cleanly, crashes (no Close, and
+// sometimes in the middle of a write, keeping only what was durable at that
+// instant) or reboots (the node's state dies, the boot ID changes, a tmpfs
+// checkpoint is lost). In each step it makes seeded random writes, with
+// injected failures of either side and of both (a write one side refuses
+// whose undo on the other fails too).
 //
-// The world is modelled as DESIGN.md describes it: a phase-0 step is the
-// old binary, which knows nothing of the checkpoint (unless
-// Config.NewBinaryInPhase0). The transitions DESIGN.md does not promise - phase 3
-// directly after phase 0, and for a legacy the Store writes, phase 0 (the
-// old binary) directly after phase 3 - run too, and are counted as refused
-// or as served wrong state in Result, never reported as silent successes.
+// # The oracle
+//
+// After every restore, what is served must equal what was acknowledged,
+// keys and values included (reflect.DeepEqual), or Restore must have
+// refused where migrate's package documentation says it must; a refusal
+// must change neither side. The exceptions are exactly the ones that
+// documentation allows, each tracked by identity:
+//
+//   - a write whose outcome is not known (a crash cut it short, or it failed
+//     with migrate.ErrOutcomeUnknown) leaves its entry in any of its states
+//     before or after;
+//   - an entry a partial listing hid may be missing until a listing reads it
+//     in full;
+//   - a legacy that observes (Config.View) shows an entry the checkpoint
+//     never held as View shows it, and an orphan the Store kept and reported
+//     may be served until its delete;
+//   - a checkpoint moved aside (reported) takes with it what only it held.
+//
+// After a refusal the harness does what an operator would (rolls forward to
+// the newer build, runs phase 2 once before phase 3, moves a corrupt file
+// aside) and goes on; Result.Refused counts these by reason. A violation
+// fails with the shortest failing sequence, its seed, and a trace of every
+// step.
+//
+// # The world
+//
+// A phase-0 step is the old binary, which knows nothing of the checkpoint
+// (unless Config.NewBinaryInPhase0). The sequences outside the promise -
+// phase 3 directly after the old binary's phase 0, the old binary directly
+// after phase 3 with a legacy the Store writes, and with a volatile legacy
+// phases 1 to 3 directly after the old binary - run too, and are counted in
+// Result.Unjudged, not judged.
+//
+// Config widens the world: an explicit legacy (Config.Explicit) changed by
+// the old binary in between, partial listings (Config.PartialListings), a
+// binary rollback across a schema bump (Config.SchemaBumps: some steps run
+// an older build whose schema is 1 where the newer one's is 2), corrupt
+// checkpoints (Config.Corruption), a legacy that does not survive a restart
+// (Config.Volatile), a checkpoint on tmpfs (Config.EphemeralCheckpoint).
 //
 // The fakes: [Implicit] is a legacy source that changes only from outside,
 // like CRI; [Explicit] is one the Store writes, like a proxy's registry.
@@ -33,8 +63,9 @@
 //   - A crash mid-write is modelled at the boundaries between durable
 //     writes of the fakes; what happens inside one save is the checkpoint
 //     package's business (and its tests').
-//   - Restore faults (a legacy listing that fails) are not injected: their
-//     outcome depends on Config.Strict by design.
-//   - Values are compared with Config.Equal; for an implicit legacy, the
-//     value legacy shows (Config.View) is accepted too.
+//   - A legacy listing that fails entirely is not injected: phases 0 and 1
+//     refuse it by design, and phase 2 serves the checkpoint as it is.
+//   - Every run is deterministic for its seed; different seeds explore
+//     different workloads (TestMatrixSeeds in this package's tests runs
+//     many).
 package migratetest

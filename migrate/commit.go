@@ -1,0 +1,255 @@
+package migrate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	"go.uber.org/zap"
+
+	"github.com/phaseshift/phaseshift/checkpoint"
+)
+
+// A group commit takes the queued requests in order. Each runs against the
+// committed state with the changes of the requests before it in the batch
+// (an overlay), as if it ran alone after them: a Put or a Delete resolves
+// against it, an Update's function reads it through its Tx. A request that
+// fails on its own (its function returns an error or panics, a value cannot
+// be encoded, legacy refuses it) drops out before the next one runs, so
+// nothing later builds on it. Then one checkpoint save carries every
+// request that is left; if it fails, they all fail, and their legacy writes
+// are undone newest first.
+
+// pending is a request of a batch that has passed its own checks, with its
+// plans.
+type pending[K comparable, V any] struct {
+	req   *request[K, V]
+	plans []plan[K, V]
+}
+
+// slot is what an overlay says of one entry.
+type slot[K comparable, V any] struct {
+	key     K
+	val     V
+	present bool
+}
+
+// overlay is the committed state with a batch's changes on top, by
+// identity. The token holder alone uses it.
+type overlay[K comparable, V any] struct {
+	st      *state[K, V]
+	changed map[K]slot[K, V]
+}
+
+// lookup finds the entry of identity id.
+func (ov *overlay[K, V]) lookup(id K) (K, V, bool) {
+	if sl, ok := ov.changed[id]; ok {
+		return sl.key, sl.val, sl.present
+	}
+	k, ok := ov.st.lookup(id)
+	return k, ov.st.vals[k], ok
+}
+
+// resolve turns ops into plans against the overlay. A Delete of an absent
+// entry stays only where it reaches a legacy the Store writes.
+func (s *Store[K, V]) resolve(ov *overlay[K, V], ops []op[K, V]) []plan[K, V] {
+	plans := make([]plan[K, V], 0, len(ops))
+	for _, o := range ops {
+		p := plan[K, V]{op: o}
+		p.oldKey, p.oldVal, p.existed = ov.lookup(o.id)
+		if o.del && !p.existed {
+			// Nothing in memory, but a legacy the Store writes may still
+			// hold the key (an entry a partial listing could not read, a
+			// write whose undo failed): a Delete reaches it there.
+			if !s.writesLegacy() {
+				continue
+			}
+			p.oldKey = o.key
+		}
+		plans = append(plans, p)
+	}
+	return plans
+}
+
+// put records plans in the overlay.
+func (ov *overlay[K, V]) put(plans []plan[K, V]) {
+	for _, p := range plans {
+		if p.op.del {
+			ov.changed[p.op.id] = slot[K, V]{}
+			continue
+		}
+		ov.changed[p.op.id] = slot[K, V]{key: p.op.key, val: p.op.val, present: true}
+	}
+}
+
+// changes returns the checkpoint changes that take the committed state to
+// the overlay's, appended to dst.
+func (ov *overlay[K, V]) changes(dst []checkpoint.Change[K, V]) []checkpoint.Change[K, V] {
+	for id, sl := range ov.changed {
+		old, had := ov.st.lookup(id)
+		if had && (!sl.present || old != sl.key) {
+			dst = append(dst, checkpoint.Change[K, V]{Key: old, Delete: true})
+		}
+		if sl.present {
+			dst = append(dst, checkpoint.Change[K, V]{Key: sl.key, Value: sl.val})
+		}
+	}
+	return dst
+}
+
+func (s *Store[K, V]) writesLegacy() bool { return s.explicit != nil && s.cfg.Phase.WritesLegacy() }
+
+func (s *Store[K, V]) writesCheckpoint() bool {
+	return s.cfg.Checkpoint != nil && s.cfg.Phase.WritesCheckpoint()
+}
+
+// commitBatch commits batch: each request against the overlay and to
+// legacy in turn, then one checkpoint save, then memory; and releases every
+// caller.
+func (s *Store[K, V]) commitBatch(ctx context.Context, batch []*request[K, V]) {
+	// The batch carries other callers' writes: the leader's cancellation
+	// must not cut them short.
+	ctx = context.WithoutCancel(ctx)
+	if err := s.usable(); err != nil {
+		for _, r := range batch {
+			r.finish(err)
+		}
+		return
+	}
+	s.straighten(ctx)
+	ov := &overlay[K, V]{st: &s.state, changed: make(map[K]slot[K, V])}
+	done := make([]*pending[K, V], 0, len(batch))
+	for _, r := range batch {
+		if p := s.stage(ctx, ov, r); p != nil {
+			done = append(done, p)
+		}
+	}
+	if err := s.save(ctx, ov); err != nil {
+		s.fail(ctx, done, err)
+		done = nil
+	}
+	if len(done) > 0 {
+		s.mu.Lock()
+		s.apply(ov)
+		s.mu.Unlock()
+	}
+	for _, r := range batch {
+		r.finish(r.err)
+	}
+}
+
+// stage runs r against the overlay and writes legacy for it. It returns r's
+// plans, now in the overlay, or nil with r.err set (or nothing to write).
+func (s *Store[K, V]) stage(ctx context.Context, ov *overlay[K, V], r *request[K, V]) *pending[K, V] {
+	ops := r.ops
+	if r.fn != nil {
+		if ops, r.err = s.runTx(ov, r); r.err != nil {
+			return nil
+		}
+	}
+	plans := s.resolve(ov, ops)
+	if len(plans) == 0 {
+		return nil
+	}
+	if s.writesCheckpoint() {
+		if err := encodable(plans); err != nil {
+			s.log.Warn("a write cannot be encoded for the checkpoint", zap.Error(err))
+			r.err = fmt.Errorf("migrate: %w: %w", ErrCheckpointWrite, err)
+			return nil
+		}
+	}
+	if s.writesLegacy() {
+		if r.err = s.writeLegacy(ctx, plans); r.err != nil {
+			return nil
+		}
+	}
+	ov.put(plans)
+	return &pending[K, V]{req: r, plans: plans}
+}
+
+// fail marks every request of a batch whose save failed, and undoes their
+// legacy writes, newest first: each was planned on top of those before it.
+func (s *Store[K, V]) fail(ctx context.Context, done []*pending[K, V], err error) {
+	s.log.Warn("checkpoint write failed", zap.Int("writes", len(done)), zap.Error(err))
+	for i := len(done) - 1; i >= 0; i-- {
+		w := done[i]
+		w.req.err = fmt.Errorf("migrate: %w: %w", ErrCheckpointWrite, err)
+		if !s.writesLegacy() {
+			continue
+		}
+		if uerr := s.undoLegacy(ctx, w.plans, len(w.plans), 0); uerr != nil {
+			w.req.err = outcomeUnknown(w.req.err, "legacy may hold it", uerr)
+			s.stray(w.plans)
+		}
+	}
+}
+
+// encodable reports a key or value of plans that the checkpoint cannot
+// encode, before anything is written for it.
+func encodable[K comparable, V any](plans []plan[K, V]) error {
+	for _, p := range plans {
+		if _, err := json.Marshal(p.op.key); err != nil {
+			return fmt.Errorf("%w: key %v: %v", checkpoint.ErrEncode, p.op.key, err)
+		}
+		if !p.op.del {
+			if _, err := json.Marshal(p.op.val); err != nil {
+				return fmt.Errorf("%w: value of key %v: %v", checkpoint.ErrEncode, p.op.key, err)
+			}
+		}
+	}
+	return nil
+}
+
+// save saves what the overlay changes, in one save, when the phase writes
+// the checkpoint. A save that fails leaves the checkpoint as it was (the
+// checkpoint's contract), so memory and the checkpoint never part.
+func (s *Store[K, V]) save(ctx context.Context, ov *overlay[K, V]) error {
+	if !s.writesCheckpoint() {
+		return nil
+	}
+	chs := ov.changes(s.batch.changes[:0])
+	defer func() { clear(chs); s.batch.changes = chs[:0] }()
+	if len(chs) == 0 {
+		return nil
+	}
+	if s.commit != nil {
+		return s.commit.Commit(ctx, s.meta, chs)
+	}
+	snap := make(map[K]V, len(s.state.vals)+len(chs))
+	maps.Copy(snap, s.state.vals)
+	for _, c := range chs {
+		if c.Delete {
+			delete(snap, c.Key)
+		} else {
+			snap[c.Key] = c.Value
+		}
+	}
+	return s.cfg.Checkpoint.Save(ctx, checkpoint.Snapshot[K, V]{Meta: s.meta, Entries: snap})
+}
+
+// apply makes the overlay the committed state. The caller holds mu and
+// token.
+func (s *Store[K, V]) apply(ov *overlay[K, V]) {
+	st := &s.state
+	for id, sl := range ov.changed {
+		if old, had := st.lookup(id); had {
+			delete(st.vals, old)
+			delete(st.origin, old)
+		}
+		if !sl.present {
+			if st.ids != nil {
+				delete(st.ids, id)
+			}
+			continue
+		}
+		st.vals[sl.key] = sl.val
+		if st.ids != nil {
+			st.ids[id] = sl.key
+		}
+		if st.origin == nil {
+			st.origin = make(map[K]Origin)
+		}
+		st.origin[sl.key] = OriginWrite
+	}
+}

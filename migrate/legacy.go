@@ -1,0 +1,161 @@
+package migrate
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+)
+
+// The legacy side of a commit: a legacy the Store writes takes one write
+// per change, each undone when the commit fails; an undo that fails leaves
+// strays, which the next commit writes back in line first.
+
+// stray records that legacy may hold what plans wrote, against memory.
+func (s *Store[K, V]) stray(plans []plan[K, V]) {
+	if s.strays == nil {
+		s.strays = make(map[K][]K)
+	}
+	for _, p := range plans {
+		s.strays[p.op.id] = append(s.strays[p.op.id], p.op.key, p.oldKey)
+	}
+}
+
+// straighten writes legacy back in line with memory for the entries a
+// failed undo left astray, before a commit builds on them: a later Delete
+// of such an entry finds nothing in memory and would write nothing. What
+// cannot be written stays astray for the next commit.
+func (s *Store[K, V]) straighten(ctx context.Context) {
+	if len(s.strays) == 0 || !s.writesLegacy() {
+		return
+	}
+	for id, keys := range s.strays {
+		if err := s.straightenOne(ctx, id, keys); err != nil {
+			s.log.Warn("writing legacy back in line after a failed undo failed again", zap.Any("key", id), zap.Error(err))
+			continue
+		}
+		delete(s.strays, id)
+	}
+}
+
+func (s *Store[K, V]) straightenOne(ctx context.Context, id K, keys []K) error {
+	s.mu.RLock()
+	k, ok := s.state.lookup(id)
+	v := s.state.vals[k]
+	s.mu.RUnlock()
+	if ok {
+		if err := s.explicit.Put(ctx, k, v); err != nil {
+			return err
+		}
+	}
+	for _, sk := range keys {
+		if ok && sk == k {
+			continue
+		}
+		if err := s.explicit.Delete(ctx, sk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// outcomeUnknown says that a write failed and undoing what it already
+// wrote on another side failed too: which way it went is not known.
+func outcomeUnknown(err error, where string, undo error) error {
+	return fmt.Errorf("%w; %w: %s (undoing it failed: %w)", err, ErrOutcomeUnknown, where, undo)
+}
+
+// A plan makes up to two legacy writes, in this order: the entry itself
+// (put or delete), and the removal of the key it was stored under before (a
+// Put with a new key for a matching entry).
+const (
+	stepEntry = iota
+	stepOldKey
+	numSteps
+)
+
+// needed reports whether plan p makes legacy write step.
+func needed[K comparable, V any](p plan[K, V], step int) bool {
+	o := p.op
+	if step == stepEntry {
+		return true
+	}
+	return !o.del && p.existed && p.oldKey != o.key
+}
+
+// legacyStep performs, or with undo reverses, one legacy write of p.
+func (s *Store[K, V]) legacyStep(ctx context.Context, p plan[K, V], step int, undo bool) error {
+	o := p.op
+	switch {
+	case step == stepEntry && o.del:
+		if !undo {
+			return s.explicit.Delete(ctx, p.oldKey)
+		}
+		if !p.existed {
+			return nil // what a blind Delete removed is not known
+		}
+		return s.explicit.Put(ctx, p.oldKey, p.oldVal)
+	case step == stepEntry:
+		if !undo {
+			return s.explicit.Put(ctx, o.key, o.val)
+		}
+		if p.existed && p.oldKey == o.key {
+			return s.explicit.Put(ctx, o.key, p.oldVal)
+		}
+		return s.explicit.Delete(ctx, o.key)
+	default:
+		if undo {
+			return s.explicit.Put(ctx, p.oldKey, p.oldVal)
+		}
+		return s.explicit.Delete(ctx, p.oldKey)
+	}
+}
+
+// writeLegacy makes the legacy writes of plans, in order; on a failure it
+// undoes the ones made and returns an error wrapping ErrLegacyWrite (and
+// ErrOutcomeUnknown if undoing failed too).
+func (s *Store[K, V]) writeLegacy(ctx context.Context, plans []plan[K, V]) error {
+	for pi, p := range plans {
+		for step := range numSteps {
+			if !needed(p, step) {
+				continue
+			}
+			if err := s.legacyStep(ctx, p, step, false); err != nil {
+				s.log.Warn("legacy write failed", zap.Any("key", p.op.key), zap.Error(err))
+				err = fmt.Errorf("migrate: %w: %w", ErrLegacyWrite, err)
+				if uerr := s.undoLegacy(ctx, plans, pi, step); uerr != nil {
+					err = outcomeUnknown(err, "legacy may hold part of it", uerr)
+					s.stray(plans)
+				}
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// undoLegacy reverses, newest first, the legacy writes of plans made before
+// step of plans[upTo] (upTo == len(plans) undoes them all). It tries every
+// one and returns the first failure.
+func (s *Store[K, V]) undoLegacy(ctx context.Context, plans []plan[K, V], upTo, step int) error {
+	var first error
+	for pi := min(upTo, len(plans)-1); pi >= 0; pi-- {
+		last := numSteps - 1
+		if pi == upTo {
+			last = step - 1
+		}
+		for st := last; st >= 0; st-- {
+			if !needed(plans[pi], st) {
+				continue
+			}
+			if err := s.legacyStep(ctx, plans[pi], st, true); err != nil {
+				s.log.Error("compensating a legacy write failed; legacy may hold a write that was not acknowledged",
+					zap.Any("key", plans[pi].op.key), zap.Error(err))
+				if first == nil {
+					first = err
+				}
+			}
+		}
+	}
+	return first
+}

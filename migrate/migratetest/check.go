@@ -1,0 +1,289 @@
+package migratetest
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"github.com/phaseshift/phaseshift/migrate"
+	"github.com/phaseshift/phaseshift/source"
+)
+
+// Factory returns the configuration of the binary under test in phase,
+// over the legacy source and checkpoint the harness gives it: set Legacy
+// and Checkpoint to them (or to adapters around them) and the rest as the
+// daemon does (Match, Equal, Merge, Strict, PruneOrphans, VolatileLegacy,
+// Logger). The harness sets Phase and builds the Store with migrate.New.
+// cp is nil for a phase-0 step of the old binary, which knows nothing of the
+// checkpoint (see Config.NewBinaryInPhase0). Leave BootID empty: each
+// simulated boot has its own ID, which the Store reads from cp. Match,
+// Equal and VolatileLegacy must not depend on the phase.
+type Factory[K comparable, V any] func(phase migrate.Phase, legacy source.Reader[K, V], cp migrate.Checkpoint[K, V]) (migrate.Config[K, V], error)
+
+// Config describes the rollouts to check and the user's adapters.
+type Config[K comparable, V any] struct {
+	// New returns the Store's configuration for a step. Required.
+	New Factory[K, V]
+	// Key returns the i-th key of the workload's key pool (i < Keys), as a
+	// CNI ADD would give it. Required.
+	Key func(i int) K
+	// Value returns a value to store under key. It must come back from a
+	// JSON round trip equal under reflect.DeepEqual. Required.
+	Value func(rng *rand.Rand, key K) V
+
+	// Explicit selects a legacy source the Store writes (an Explicit fake,
+	// like a proxy's registry); otherwise it is Implicit, learning of every
+	// acknowledged write from the outside world, like CRI.
+	Explicit bool
+	// Volatile says legacy does not survive a restart (a registry kept in
+	// memory): the harness empties it whenever a binary stops, and what a
+	// phase-0 run acknowledged dies with it. The factory should then set
+	// migrate.Config.VolatileLegacy.
+	Volatile bool
+	// View is how a legacy that observes shows an acknowledged entry: CRI
+	// knows a sandbox under placeholder fields and only its IP. Nil: as it
+	// was written. An entry only legacy knows (one the old binary wrote, or
+	// one whose checkpoint record was set aside) is expected as View shows
+	// it; every other entry exactly as written.
+	View func(K, V) (K, V)
+
+	// Immutable says an entry's value never changes once written, so a
+	// write never reuses a key: a CNI ADD comes with a fresh container ID,
+	// and a sandbox keeps its IP. Without it, writes overwrite and delete
+	// entries of a small key pool, and phase-0 runs change values behind
+	// the checkpoint's back.
+	Immutable bool
+
+	// MaxLen is the longest phase sequence; every sequence of phases 0 to
+	// 3 up to it runs (1,364 for the default 5).
+	MaxLen int
+	// Keys is the size of the key pool (default 10): small, so that writes
+	// overwrite and delete what earlier steps wrote. Unused with
+	// Immutable.
+	Keys int
+	// OpsPerStep is the number of writes in each step (default 6).
+	OpsPerStep int
+	// Seed makes the workload, the restarts and the faults reproducible.
+	Seed uint64
+	// Sequences, when set, runs only these phase sequences (to reproduce
+	// a failure); the transitions between steps are still drawn from Seed.
+	Sequences [][]migrate.Phase
+
+	// NoCrashes, NoReboots and NoFaults leave those out. Crashes stop a
+	// Store without Close, some in the middle of a write (the durable
+	// state is what the fakes held at that instant). Reboots also change
+	// the boot ID and kill the node's state, legacy included. Faults fail
+	// a write on one side.
+	NoCrashes, NoReboots, NoFaults bool
+	// EphemeralCheckpoint says the checkpoint lives on tmpfs: a reboot
+	// removes it.
+	EphemeralCheckpoint bool
+	// NewBinaryInPhase0 runs phase-0 steps with the checkpoint, as a
+	// binary built on this library with the phase set to 0 does; by
+	// default a phase-0 step is the old binary.
+	NewBinaryInPhase0 bool
+
+	// PartialListings makes some restores' legacy listing partial: an
+	// entry or two cannot be read, and List says so with a
+	// *source.ListError.
+	PartialListings bool
+	// SchemaBumps runs some steps with an older build of the binary, whose
+	// checkpoint schema (1) is older than the newer build's (2): a binary
+	// rollback across a schema bump. A phase-0 step of the old binary is
+	// unaffected.
+	SchemaBumps bool
+	// Corruption makes some restarts find the checkpoint corrupt (a
+	// flipped byte), as bit rot would leave it.
+	Corruption bool
+}
+
+// TestingT is the part of *testing.T that Matrix needs.
+type TestingT interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Logf(format string, args ...any)
+}
+
+// Violation is one rollout that lost, invented or changed acknowledged
+// state, or refused where the promise says it works (or went on where it
+// must refuse).
+type Violation struct {
+	Sequence []migrate.Phase
+	Seed     uint64 // the seed of this sequence's workload
+	Trace    string // what happened, step by step
+	Problems []string
+}
+
+// String tells what went wrong and how to run it again.
+func (v Violation) String() string {
+	return fmt.Sprintf("sequence %s (seed %d):\n  %s\n  trace:\n    %s\n  reproduce with Config.Sequences = [][]migrate.Phase{%s} and Config.Seed as before",
+		seqString(v.Sequence), v.Seed, strings.Join(v.Problems, "\n  "), strings.ReplaceAll(v.Trace, "\n", "\n    "), seqGo(v.Sequence))
+}
+
+// Result counts what Check ran.
+type Result struct {
+	Sequences int // phase sequences run
+	Restores  int // restores checked
+	Writes    int // writes made
+	Crashes   int // restarts without Close (some mid-write)
+	Reboots   int
+	// Refused counts the restores the Store refused where the promise says
+	// it must, by reason; after each, the harness did what an operator
+	// would (rolled forward, ran phase 2 first, moved a corrupt file
+	// aside) and went on.
+	Refused map[string]int
+	// Unjudged counts the sequences outside the promise, whose outcome is
+	// not judged: phase 3 right after the old binary's phase 0, which
+	// leaves no trace (with a legacy that observes or is written); the old
+	// binary right after phase 3 (with a legacy the Store writes); and, with
+	// VolatileLegacy, phases 1 to 3 right after the old binary.
+	Unjudged   int
+	Violations []Violation // shortest first
+}
+
+// String summarises the result on one line.
+func (r Result) String() string {
+	refused := "none refused"
+	if len(r.Refused) > 0 {
+		var parts []string
+		for _, why := range slices.Sorted(maps.Keys(r.Refused)) {
+			parts = append(parts, fmt.Sprintf("%d %s", r.Refused[why], why))
+		}
+		refused = "refused as promised: " + strings.Join(parts, ", ")
+	}
+	return fmt.Sprintf("%d sequences, %d restores checked (%s), %d writes, %d crashes, %d reboots; %d sequences outside the promise not judged; %d violations",
+		r.Sequences, r.Restores, refused, r.Writes, r.Crashes, r.Reboots, r.Unjudged, len(r.Violations))
+}
+
+// Check runs every sequence of phases up to cfg.MaxLen and returns what it
+// ran, and an error listing every violation (shortest sequences first), or
+// nil. It needs no *testing.T.
+func Check[K comparable, V any](cfg Config[K, V]) (Result, error) {
+	if cfg.New == nil || cfg.Key == nil || cfg.Value == nil {
+		return Result{}, errors.New("migratetest: Config.New, Config.Key and Config.Value are required")
+	}
+	adapters, err := probe(&cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	seqs := cfg.Sequences
+	if seqs == nil {
+		seqs = allSequences(cfg.MaxLen)
+	}
+	res := Result{Refused: map[string]int{}}
+	for _, seq := range seqs {
+		seed := cfg.Seed*1_000_003 + uint64(indexOf(seq))
+		run := newRun(&cfg, adapters, seq, seed)
+		problems := run.play()
+		run.count(&res)
+		if run.unjudged {
+			res.Unjudged++
+			continue
+		}
+		if len(problems) > 0 {
+			res.Violations = append(res.Violations, Violation{Sequence: seq, Seed: seed, Trace: strings.Join(run.trace, "\n"), Problems: problems})
+		}
+	}
+	slices.SortStableFunc(res.Violations, func(a, b Violation) int { return len(a.Sequence) - len(b.Sequence) })
+	if len(res.Violations) == 0 {
+		return res, nil
+	}
+	return res, errors.New(violationsText(res))
+}
+
+// probe fills in the defaults and learns the adapters' Match from the
+// factory.
+func probe[K comparable, V any](cfg *Config[K, V]) (adapters[K, V], error) {
+	if cfg.MaxLen <= 0 {
+		cfg.MaxLen = 5
+	}
+	if cfg.Keys <= 0 {
+		cfg.Keys = 10
+	}
+	if cfg.OpsPerStep <= 0 {
+		cfg.OpsPerStep = 6
+	}
+	if cfg.View == nil {
+		cfg.View = func(k K, v V) (K, V) { return k, v }
+	}
+	// A throwaway world, so that the factory sees what it always sees.
+	scratch := newRun(cfg, adapters[K, V]{match: func(k K) K { return k }}, []migrate.Phase{migrate.PhaseMigrate}, 0)
+	mc, err := scratch.configure(migrate.PhaseMigrate, newBuild)
+	if err != nil {
+		return adapters[K, V]{}, fmt.Errorf("migratetest: %w", err)
+	}
+	a := adapters[K, V]{match: mc.Match, volatile: cfg.Volatile}
+	if a.match == nil {
+		a.match = func(k K) K { return k }
+	}
+	return a, nil
+}
+
+// adapters is what the harness takes from the user's configuration.
+type adapters[K comparable, V any] struct {
+	match    func(K) K
+	volatile bool
+}
+
+func violationsText(res Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "migratetest: %d of %d rollouts lost, invented or changed acknowledged state, or refused where they must not (%s); the shortest:\n%s",
+		len(res.Violations), res.Sequences, res, res.Violations[0])
+	if len(res.Violations) > 1 {
+		b.WriteString("\nother failing sequences:")
+		for i, v := range res.Violations[1:] {
+			if i == 10 {
+				fmt.Fprintf(&b, "\n  ... and %d more", len(res.Violations)-11)
+				break
+			}
+			fmt.Fprintf(&b, "\n  %s: %s", seqString(v.Sequence), v.Problems[0])
+		}
+	}
+	return b.String()
+}
+
+// Matrix runs Check and fails t with its error. It logs the summary.
+func Matrix[K comparable, V any](t TestingT, cfg Config[K, V]) Result {
+	t.Helper()
+	res, err := Check(cfg)
+	if err != nil {
+		t.Errorf("%v", err)
+	}
+	t.Logf("migratetest: %s", res)
+	return res
+}
+
+// allSequences lists every sequence of phases 0..3 of length 1 to n,
+// shortest first.
+func allSequences(n int) [][]migrate.Phase {
+	var out [][]migrate.Phase
+	cur := [][]migrate.Phase{{}}
+	for l := 1; l <= n; l++ {
+		var next [][]migrate.Phase
+		for _, s := range cur {
+			for p := migrate.PhaseLegacy; p <= migrate.PhaseContract; p++ {
+				next = append(next, append(slices.Clone(s), p))
+			}
+		}
+		out = append(out, next...)
+		cur = next
+	}
+	return out
+}
+
+// indexOf gives a sequence the index allSequences gives it, so that a
+// sequence run alone draws the same workload as in the full matrix.
+func indexOf(seq []migrate.Phase) int {
+	i := 0
+	for l := 1; l < len(seq); l++ {
+		i += 1 << (2 * l)
+	}
+	n := 0
+	for _, p := range seq {
+		n = n*4 + int(p)
+	}
+	return i + n
+}

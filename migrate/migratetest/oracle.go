@@ -1,0 +1,370 @@
+package migratetest
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/migrate"
+)
+
+// The oracle: after every restore, the served state equals the
+// acknowledged state, keys and values included, or Restore refused where
+// the promise says it must. The few exceptions are each an entry whose
+// outcome the promise leaves open, tracked here by identity.
+
+// entry is an acknowledged entry: the key it was written under and its
+// value.
+type entry[K comparable, V any] struct {
+	key K
+	val V
+}
+
+// maybeVal is what an entry may be after writes whose outcome is not known
+// (a crash cut them short, or they failed with ErrOutcomeUnknown): any of
+// its states before and after each of them.
+type maybeVal[K comparable, V any] struct {
+	states []maybeState[K, V]
+}
+
+// maybeState is one state an uncertain entry may be in.
+type maybeState[K comparable, V any] struct {
+	e        entry[K, V]
+	present  bool
+	optional bool // an orphan's state: it may be gone too
+}
+
+// allows reports whether the entry served as got (ok: served at all) is
+// one of m's states.
+func (r *run[K, V]) allows(m maybeVal[K, V], got entry[K, V], ok bool, p migrate.Phase) bool {
+	for _, st := range m.states {
+		switch {
+		case ok && st.present && r.either(got, st.e, p):
+			return true
+		case !ok && (!st.present || st.optional):
+			return true
+		}
+	}
+	return false
+}
+
+// acked is what the node's clients were told, by identity.
+type acked[K comparable, V any] struct {
+	truth     map[K]entry[K, V]    // must be served, exactly
+	orphans   map[K]entry[K, V]    // kept and reported by the Store: may be served, as they were
+	uncertain map[K]maybeVal[K, V] // a write a crash cut short (or of unknown outcome)
+	hidden    map[K]entry[K, V]    // acknowledged, but a partial listing kept them from a restore
+	// latent holds the orphans the running Store does not serve: a Delete
+	// cannot reach them, so they may come back.
+	latent map[K]bool
+	// behind is the world's own account of whether the checkpoint may
+	// lack what only legacy holds: this package's phase 0 ran, or a phase
+	// 1 or 2 run could not read legacy in full, since a run that read it in
+	// full.
+	behind bool
+}
+
+func newAcked[K comparable, V any]() acked[K, V] {
+	return acked[K, V]{truth: map[K]entry[K, V]{}, orphans: map[K]entry[K, V]{}, uncertain: map[K]maybeVal[K, V]{}, hidden: map[K]entry[K, V]{}, latent: map[K]bool{}}
+}
+
+// forget is a reboot, or the death of state that lived only in memory.
+func (a *acked[K, V]) forget() {
+	clear(a.truth)
+	clear(a.orphans)
+	clear(a.uncertain)
+	clear(a.hidden)
+	clear(a.latent)
+}
+
+// checkpointLost is a checkpoint moved aside (by Restore, reported, or by
+// the operator): what it alone held is gone, loudly. What legacy holds
+// remains: it must be served where the phase about to run serves legacy,
+// and may come back later where it does not.
+func (a *acked[K, V]) checkpointLost(r *run[K, V], p migrate.Phase) {
+	a.forget()
+	a.behind = false // the mark went with the file
+	into := a.truth
+	if p == migrate.PhaseContract || (r.a.volatile && p != migrate.PhaseLegacy) {
+		into = a.orphans
+	}
+	for k, v := range r.w.legacySnapshot() {
+		into[r.a.match(k)] = entry[K, V]{k, v}
+	}
+}
+
+// same reports whether got is exactly e.
+func same[K comparable, V any](got, e entry[K, V]) bool {
+	return got.key == e.key && reflect.DeepEqual(got.val, e.val)
+}
+
+func sameMap[K comparable, V any](a, b map[K]V) bool {
+	return maps.EqualFunc(a, b, func(x, y V) bool { return reflect.DeepEqual(x, y) })
+}
+
+// expected is how e must be served in phase p: in phase 0, a legacy that
+// observes serves its own record of an entry.
+func (r *run[K, V]) expected(e entry[K, V], p migrate.Phase) entry[K, V] {
+	if p != migrate.PhaseLegacy || r.w.exp != nil {
+		return e
+	}
+	k, v := r.cfg.View(e.key, e.val)
+	return entry[K, V]{k, v}
+}
+
+// verify compares what s serves with what was acknowledged, and adopts
+// what a crash left undecided.
+func (r *run[K, V]) verify(s *migrate.Store[K, V], rep migrate.Report[K], p migrate.Phase, x expectation) []string {
+	var problems []string
+	if x.unreadable {
+		if rep.Quarantined == "" {
+			problems = append(problems, "the checkpoint this binary cannot read was not moved aside")
+		}
+		r.acks.checkpointLost(r, p)
+	}
+	served := map[K]entry[K, V]{}
+	for k, v := range s.All() {
+		served[r.a.match(k)] = entry[K, V]{k, v}
+	}
+	problems = append(problems, r.checkReport(rep, served)...)
+	problems = append(problems, r.checkTruth(served, p)...)
+	problems = append(problems, r.checkHidden(served, p)...)
+	problems = append(problems, r.checkUncertain(served, orphaned(r, rep), p)...)
+	problems = append(problems, r.checkRest(served, rep, p)...)
+	r.updateBehind(p)
+	slices.Sort(problems)
+	for _, pr := range problems {
+		r.logf("  %s", pr)
+	}
+	return problems
+}
+
+// checkReport checks what the report says against what is served.
+func (r *run[K, V]) checkReport(rep migrate.Report[K], served map[K]entry[K, V]) []string {
+	var problems []string
+	if rep.Restored != len(served) {
+		problems = append(problems, fmt.Sprintf("REPORT: Restored is %d, %d entries are served", rep.Restored, len(served)))
+	}
+	if len(r.w.hiddenIDs) == 0 {
+		return problems
+	}
+	if len(rep.Errors) == 0 {
+		problems = append(problems, "REPORT: the listing was partial, and Report.Errors is empty")
+	}
+	for _, k := range slices.Concat(rep.Pruned, rep.Dropped) {
+		if r.w.hiddenIDs[r.a.match(k)] {
+			problems = append(problems, fmt.Sprintf("DROPPED ON A PARTIAL LISTING: %v, which the listing could not read", k))
+		}
+	}
+	return problems
+}
+
+// checkTruth: every acknowledged entry is served, exactly; an entry a
+// partial listing kept from this restore may be missing.
+func (r *run[K, V]) checkTruth(served map[K]entry[K, V], p migrate.Phase) []string {
+	var problems []string
+	for id, e := range r.acks.truth {
+		want := r.expected(e, p)
+		got, ok := served[id]
+		switch {
+		case !ok && r.w.hiddenIDs[id]:
+			r.acks.hidden[id] = e
+			delete(r.acks.truth, id)
+		case !ok:
+			problems = append(problems, fmt.Sprintf("LOST: %v (acknowledged %v = %v) is not served", id, want.key, want.val))
+		case got.key != want.key:
+			problems = append(problems, fmt.Sprintf("KEY: %v is served under %v, acknowledged under %v", id, got.key, want.key))
+		case !reflect.DeepEqual(got.val, want.val):
+			problems = append(problems, fmt.Sprintf("STALE: %v is served as %v, acknowledged %v", id, got.val, want.val))
+		}
+	}
+	return problems
+}
+
+// checkHidden: an entry a partial listing kept from an earlier restore must
+// be back once a restore reads legacy in full.
+func (r *run[K, V]) checkHidden(served map[K]entry[K, V], p migrate.Phase) []string {
+	var problems []string
+	for id, e := range r.acks.hidden {
+		want := r.expected(e, p)
+		got, ok := served[id]
+		switch {
+		case ok && same(got, want):
+			r.acks.truth[id] = e
+			delete(r.acks.hidden, id)
+		case ok:
+			problems = append(problems, fmt.Sprintf("STALE: %v is served as %v = %v, acknowledged %v = %v before a partial listing hid it", id, got.key, got.val, want.key, want.val))
+		case len(r.w.hiddenIDs) == 0:
+			problems = append(problems, fmt.Sprintf("LOST: %v (acknowledged %v = %v) was hidden by a partial listing and is still not served after a full one", id, want.key, want.val))
+		}
+	}
+	return problems
+}
+
+// checkUncertain: a write a crash cut short leaves its entry as it was
+// before or after; whatever survived becomes the node's state.
+func (r *run[K, V]) checkUncertain(served map[K]entry[K, V], reported map[K]bool, p migrate.Phase) []string {
+	var problems []string
+	for id, m := range r.acks.uncertain {
+		got, ok := served[id]
+		switch {
+		case !ok && r.w.hiddenIDs[id]:
+			continue // a partial listing hid it: a later restore decides
+		case ok && reported[id]:
+			// Kept and reported as an orphan: checkRest takes it.
+			delete(r.acks.uncertain, id)
+			continue
+		}
+		if !r.allows(m, got, ok, p) {
+			var states []string
+			for _, st := range m.states {
+				states = append(states, fmt.Sprintf("%v (present: %v)", st.e.val, st.present))
+			}
+			problems = append(problems, fmt.Sprintf("CUT WRITE: %v is served as %v (present: %v), but the writes whose outcome is unknown leave only %s",
+				id, got.val, ok, strings.Join(states, " or ")))
+			continue
+		}
+		if p == migrate.PhaseLegacy && r.w.exp == nil {
+			// Phase 0 serves what legacy shows, which cannot tell whether
+			// the checkpoint still holds the richer record: a later
+			// restore decides.
+			continue
+		}
+		delete(r.acks.uncertain, id)
+		r.settle(id, got, ok, m)
+	}
+	return problems
+}
+
+// either reports whether got is e, or, for a legacy that observes, e as
+// legacy shows it: a write whose outcome is unknown may have taken the
+// checkpoint's record of e away and left legacy's.
+func (r *run[K, V]) either(got, e entry[K, V], p migrate.Phase) bool {
+	if same(got, r.expected(e, p)) {
+		return true
+	}
+	if r.w.exp != nil {
+		return false
+	}
+	k, v := r.cfg.View(e.key, e.val)
+	return same(got, entry[K, V]{k, v})
+}
+
+// settle records what survived of writes whose outcome was unknown. If
+// legacy and the checkpoint disagree about it (an ADD that reached only the
+// checkpoint, a DEL the runtime will retry), the entry may be served or not
+// until the next acknowledged write to it.
+func (r *run[K, V]) settle(id K, got entry[K, V], ok bool, m maybeVal[K, V]) {
+	_, inLegacy := r.legacyHas(id)
+	switch {
+	case ok && inLegacy:
+		r.acks.truth[id] = got
+	case ok:
+		r.acks.orphans[id] = got
+	case inLegacy:
+		for _, st := range m.states {
+			if st.present {
+				r.acks.orphans[id] = st.e
+			}
+		}
+	}
+}
+
+// checkRest: nothing else is served but the orphans the Store kept and
+// reported.
+func (r *run[K, V]) checkRest(served map[K]entry[K, V], rep migrate.Report[K], p migrate.Phase) []string {
+	reported := orphaned(r, rep)
+	var problems []string
+	for id, got := range served {
+		if _, ok := r.acks.truth[id]; ok {
+			continue
+		}
+		if o, known := r.acks.orphans[id]; known || reported[id] {
+			if known && !r.either(got, o, p) && !reported[id] {
+				problems = append(problems, fmt.Sprintf("STALE: %v is served as %v = %v, kept as %v = %v", id, got.key, got.val, o.key, o.val))
+			}
+			// Served and in legacy: the node's state again.
+			if _, inLegacy := r.legacyHas(id); inLegacy {
+				r.acks.truth[id] = got
+				delete(r.acks.orphans, id)
+			} else {
+				r.acks.orphans[id] = got
+			}
+			continue
+		}
+		if _, ok := r.acks.uncertain[id]; ok {
+			continue
+		}
+		problems = append(problems, fmt.Sprintf("INVENTED: %v is served as %v = %v, but was never acknowledged (or was deleted)", id, got.key, got.val))
+	}
+	clear(r.acks.latent)
+	for id := range r.acks.orphans {
+		if _, ok := served[id]; !ok {
+			if _, inLegacy := r.legacyHas(id); !inLegacy {
+				delete(r.acks.orphans, id) // dropped: fine, and gone for good
+			} else {
+				r.acks.latent[id] = true
+			}
+		}
+	}
+	return problems
+}
+
+// orphaned is the identities the report calls orphans.
+func orphaned[K comparable, V any](r *run[K, V], rep migrate.Report[K]) map[K]bool {
+	reported := map[K]bool{}
+	for _, k := range rep.Orphaned {
+		reported[r.a.match(k)] = true
+	}
+	return reported
+}
+
+// updateBehind keeps the world's account of the mark after a restore that
+// succeeded: phase 0 of this package sets it; phases 1 and 2 clear it when
+// they read legacy in full (or legacy is volatile) and set it when they
+// could not.
+func (r *run[K, V]) updateBehind(p migrate.Phase) {
+	switch {
+	case p == migrate.PhaseLegacy && r.cfg.NewBinaryInPhase0:
+		r.acks.behind = true
+	case p == migrate.PhaseExpand || p == migrate.PhaseMigrate:
+		r.acks.behind = len(r.w.hiddenIDs) > 0 && !r.a.volatile
+	}
+}
+
+func (r *run[K, V]) legacyHas(id K) (K, bool) {
+	for k := range r.w.imp.Snapshot() {
+		if r.a.match(k) == id {
+			return k, true
+		}
+	}
+	var zero K
+	return zero, false
+}
+
+// remedyKind is what an operator does after a refusal.
+type remedyKind int
+
+const (
+	retry          remedyKind = iota // start again: the listing recovers
+	rollForward                      // start the newer build
+	moveAside                        // move the unreadable checkpoint aside by hand
+	runPhase2First                   // run phase 2 once, then the phase again
+)
+
+// expectation is what the promise says a start must do.
+type expectation struct {
+	refusal    string // why Restore must refuse; "" when it must not
+	sentinel   error  // what the refusal's error must match; nil: any
+	remedy     remedyKind
+	unreadable bool // the checkpoint cannot be read by this build: it must be moved aside
+}
+
+// fileState is what the world can tell of the checkpoint before a start.
+type fileState struct {
+	readable, corrupt bool
+	meta              checkpoint.Meta
+}

@@ -1,0 +1,188 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/source"
+)
+
+// The first step of Restore reads each side and judges it: what it holds,
+// whether it can be used, and what its header says about the other side.
+// Nothing is changed on either side until the rules have decided (apply.go).
+
+// ckptView is what restore learned of the checkpoint.
+type ckptView[K comparable, V any] struct {
+	entries map[K]V         // what may be served or used; nil when nothing
+	meta    checkpoint.Meta // the header read (also of a newer file)
+	exists  bool            // a file was there, readable or not
+	usable  bool            // entries may be used
+	partial bool            // some entries could not be read; entries lacks them
+	aside   error           // why the file must be quarantined before anything is saved; nil if it need not be
+	behind  bool            // it carries the mark of a run that did not keep it level with legacy
+	bootOld bool            // written in an earlier boot: discarded
+}
+
+// contract reports whether phase 3 wrote the checkpoint last: it did not
+// write legacy.
+func (c *ckptView[K, V]) contract() bool { return c.meta.Phase == PhaseContract.String() }
+
+// legacyView is what restore learned of legacy.
+type legacyView[K comparable, V any] struct {
+	entries  map[K]V
+	read     bool  // a listing came back, complete or partial
+	complete bool  // it holds every entry
+	err      error // why it is not complete; nil if it is
+}
+
+// soleCopy reports whether the checkpoint is the only side that can hold
+// the state: phase 3, and phases 1 and 2 when legacy does not survive a
+// restart. A newer checkpoint there must not be replaced.
+func (s *Store[K, V]) soleCopy() bool {
+	p := s.cfg.Phase
+	return p == PhaseContract || (s.cfg.VolatileLegacy && p != PhaseLegacy)
+}
+
+// legacyIsStale reports whether a checkpoint whose header says phase 3
+// wrote it makes legacy stale for this Store: legacy is one the Store
+// writes, and this phase writes it.
+func (s *Store[K, V]) legacyIsStale(meta checkpoint.Meta) bool {
+	return s.explicit != nil && s.cfg.Phase.WritesLegacy() && meta.Phase == PhaseContract.String()
+}
+
+// readCheckpoint loads the checkpoint and judges what it found. It returns
+// an error when restore must not go on: Strict and anything unreadable, a
+// newer file that is the sole copy, a read that failed for a reason other
+// than the content.
+func (s *Store[K, V]) readCheckpoint(ctx context.Context, r *Report[K]) (ckptView[K, V], error) {
+	var c ckptView[K, V]
+	if s.cfg.Checkpoint == nil {
+		return c, nil
+	}
+	snap, err := s.cfg.Checkpoint.Load(ctx)
+	c.meta = snap.Meta
+	switch {
+	case err == nil:
+		c.entries, c.exists, c.usable = snap.Entries, true, true
+	case errors.Is(err, checkpoint.ErrNotExist):
+		return c, nil
+	case errors.Is(err, checkpoint.ErrBadEntry):
+		c.entries, c.exists, c.usable, c.partial = snap.Entries, true, true, true
+		if err := s.refuseUnreadable(c.meta, err, true); err != nil {
+			return c, err
+		}
+		c.aside = err
+	case unreadable(err):
+		c.exists = true
+		if err := s.refuseUnreadable(c.meta, err, false); err != nil {
+			return c, err
+		}
+		c.aside = err
+	default:
+		// Not a verdict on the content (EIO, a permission): retrying may
+		// work, and the file must not be replaced meanwhile.
+		return c, restoreErr("reading the checkpoint: %w", err)
+	}
+	if c.aside != nil {
+		r.Errors = append(r.Errors, c.aside)
+	}
+	s.judgeCheckpoint(&c, r)
+	return c, nil
+}
+
+// unreadable reports whether err is a verdict on the checkpoint's content
+// that no retry changes.
+func unreadable(err error) bool {
+	return errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, checkpoint.ErrNewerSchema) || errors.Is(err, checkpoint.ErrOlderSchema)
+}
+
+// refuseUnreadable applies the rules for a checkpoint that cannot be read
+// in full; partial says some entries could be. A nil result means: move it
+// aside and go on.
+func (s *Store[K, V]) refuseUnreadable(meta checkpoint.Meta, err error, partial bool) error {
+	const left = "the file was left in place for inspection"
+	switch {
+	// Strict: anything unreadable fails Restore, and nothing is moved.
+	case s.cfg.Strict:
+		return restoreErr("strict: %w; %s: fix or move it aside, or restore without Config.Strict to quarantine it", err, left)
+	// A file from an earlier boot holds state that died with the reboot,
+	// whatever else it says.
+	case s.earlierBoot(meta):
+		return nil
+	// A newer binary's file is never replaced where nothing else holds the
+	// state: rolling forward must find it intact.
+	case errors.Is(err, checkpoint.ErrNewerSchema) && s.soleCopy():
+		return restoreErr("%w; phase %d (%s) has nothing else to restore from, so %s: roll forward to the binary that wrote it", err, int(s.cfg.Phase), s.cfg.Phase, left)
+	// A file that says legacy is stale, which this binary cannot read in
+	// full: neither side holds everything.
+	case s.legacyIsStale(meta):
+		what := "cannot be read"
+		if partial {
+			what = "has unreadable entries"
+		}
+		return restoreErr("%w: the checkpoint was written by phase 3 (contract), so legacy is stale, and the checkpoint %s (%w); %s: roll forward to the binary that wrote it, or repair it", ErrUnsafeRestore, what, err, left)
+	}
+	return nil
+}
+
+// judgeCheckpoint decides, from the header of a checkpoint that can be
+// used, whether it is stale.
+func (s *Store[K, V]) judgeCheckpoint(c *ckptView[K, V], r *Report[K]) {
+	if !c.usable {
+		return
+	}
+	m := c.meta
+	// With a boot epoch, a checkpoint from an earlier boot is stale: its
+	// state died with the reboot.
+	if s.earlierBoot(m) {
+		r.Stale = fmt.Sprintf("written in boot %s, this is boot %s: its state died with the reboot", m.BootID, s.bootID)
+		c.usable, c.bootOld, c.entries = false, true, nil
+		return
+	}
+	// The mark of phase 0 (or of a run that could not read legacy in
+	// full): legacy may hold what the checkpoint lacks.
+	if m.Phase == PhaseLegacy.String() {
+		c.behind = true
+		if s.cfg.Phase != PhaseLegacy {
+			r.Stale = fmt.Sprintf("seq %d is marked behind legacy: a phase-0 run, or a run that could not read legacy in full, came after it", m.Seq)
+		}
+	}
+}
+
+// earlierBoot reports whether, with a boot epoch, the checkpoint whose
+// header is m was written in an earlier boot.
+func (s *Store[K, V]) earlierBoot(m checkpoint.Meta) bool {
+	return s.bootID != "" && m.BootID != "" && m.BootID != s.bootID
+}
+
+// readLegacy lists legacy. Strict fails on any listing that is not
+// complete; otherwise the rules decide whether restore can go on without
+// it.
+func (s *Store[K, V]) readLegacy(ctx context.Context) (legacyView[K, V], error) {
+	var l legacyView[K, V]
+	if s.cfg.Legacy == nil {
+		return l, nil
+	}
+	m, err := s.cfg.Legacy.List(ctx)
+	switch {
+	case err == nil:
+		l.entries, l.read, l.complete = m, true, true
+	case source.Partial(err):
+		l.entries, l.read, l.err = m, true, fmt.Errorf("reading legacy: %w", err)
+	default:
+		l.err = fmt.Errorf("reading legacy: %w", err)
+	}
+	if l.err != nil && s.cfg.Strict {
+		return l, restoreErr("strict: %w", l.err)
+	}
+	if l.entries == nil {
+		l.entries = map[K]V{}
+	}
+	return l, nil
+}
+
+func restoreErr(format string, args ...any) error {
+	return fmt.Errorf("migrate: restore: "+format, args...)
+}

@@ -1,0 +1,177 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+)
+
+// Tx is the set of changes an Update makes, and its view of the state: the
+// committed state, with the changes of the writes committed in the same
+// group before it, and its own.
+//
+// Its methods must only be called from the Update function that received
+// it, and only while it runs; they panic afterwards. The function may also
+// call the Store's read methods (Get, All, Len, Key, Origin), but those see
+// committed state only, which may lag behind what the Tx sees: read through
+// the Tx. It must not call the Store's write methods (Put, Delete, Update,
+// DeleteFunc), Restore or Close: they wait for the commit that is running
+// the function, which waits for them, until their context is done.
+type Tx[K comparable, V any] struct {
+	s    *Store[K, V]
+	ov   *overlay[K, V]
+	ops  []op[K, V]
+	at   map[K]int // identity -> index in ops
+	over bool      // the function returned: the Tx may no longer be used
+}
+
+func (tx *Tx[K, V]) check() {
+	if tx.over {
+		panic("migrate: a Tx was used after its Update function returned")
+	}
+}
+
+// Get returns key's value as the transaction sees it: the committed value
+// with the changes of the writes before it, or the transaction's own
+// change.
+func (tx *Tx[K, V]) Get(key K) (V, bool) {
+	tx.check()
+	id := tx.s.id(key)
+	if i, ok := tx.at[id]; ok {
+		if tx.ops[i].del {
+			var zero V
+			return zero, false
+		}
+		return tx.ops[i].val, true
+	}
+	_, v, ok := tx.ov.lookup(id)
+	return v, ok
+}
+
+// All returns every entry as the transaction sees it, by stored key: the
+// committed state with the changes of the writes before it and the
+// transaction's own applied. The loop body may change the transaction: an
+// entry it deletes or replaces that the loop has not reached yet is seen as
+// changed, and an entry it puts may be seen.
+func (tx *Tx[K, V]) All() iter.Seq2[K, V] {
+	tx.check()
+	return func(yield func(K, V) bool) {
+		tx.check()
+		for k, v := range tx.ov.st.vals {
+			id := tx.s.id(k)
+			if _, mine := tx.at[id]; mine {
+				continue
+			}
+			if _, changed := tx.ov.changed[id]; changed {
+				continue
+			}
+			if !yield(k, v) {
+				return
+			}
+		}
+		for id, sl := range tx.ov.changed {
+			if _, mine := tx.at[id]; !mine && sl.present && !yield(sl.key, sl.val) {
+				return
+			}
+		}
+		for i := 0; i < len(tx.ops); i++ {
+			if o := tx.ops[i]; !o.del && !yield(o.key, o.val) {
+				return
+			}
+		}
+	}
+}
+
+// Put stores value under key when the transaction commits.
+func (tx *Tx[K, V]) Put(key K, value V) { tx.set(op[K, V]{key: key, val: value}) }
+
+// Delete removes key's entry when the transaction commits.
+func (tx *Tx[K, V]) Delete(key K) { tx.set(op[K, V]{key: key, del: true}) }
+
+func (tx *Tx[K, V]) set(o op[K, V]) {
+	tx.check()
+	o.id = tx.s.id(o.key)
+	if i, ok := tx.at[o.id]; ok {
+		tx.ops[i] = o
+		return
+	}
+	if tx.at == nil {
+		tx.at = make(map[K]int)
+	}
+	tx.at[o.id] = len(tx.ops)
+	tx.ops = append(tx.ops, o)
+}
+
+// errPanicked stands for a function that panicked; its caller panics again.
+var errPanicked = errors.New("migrate: the Update function panicked")
+
+// runTx runs r's function on a Tx over ov and returns its changes. A
+// function that panics is recorded, to panic again in its caller.
+func (s *Store[K, V]) runTx(ov *overlay[K, V], r *request[K, V]) (ops []op[K, V], err error) {
+	tx := &Tx[K, V]{s: s, ov: ov}
+	defer func() {
+		tx.over = true
+		if p := recover(); p != nil {
+			r.panicked = p
+			ops, err = nil, errPanicked
+		}
+	}()
+	if err := r.fn(tx); err != nil {
+		return nil, err
+	}
+	return tx.ops, nil
+}
+
+// Update runs fn on a transaction and commits its changes as one. If fn
+// returns an error, nothing is written and Update returns that error; if
+// fn panics, nothing is written and Update panics with the same value in
+// the caller's goroutine. Either way the other writes of its group commit.
+//
+// Updates are group-committed with Put and Delete: fn runs once, in the
+// commit that carries it, against the committed state with the changes of
+// the writes queued before it (serializable: as if it ran alone after
+// them), and its changes share that commit's one save per side. What fn
+// reads stays true until its changes are durable. See Tx for what fn may
+// call.
+//
+// Every side sees all of the changes or none: the checkpoint takes them in
+// one save, so a crash leaves all of them or none there; a legacy the Store
+// writes takes one write per key, so a crash between those writes can
+// leave part of the Update in legacy (a failure, unlike a crash, is
+// undone). The context is honoured as Put says: once a commit has taken
+// the Update, fn runs and the outcome is Update's answer.
+func (s *Store[K, V]) Update(ctx context.Context, fn func(tx *Tx[K, V]) error) error {
+	if fn == nil {
+		return fmt.Errorf("migrate: Update needs a function")
+	}
+	return s.write(ctx, &request[K, V]{fn: fn})
+}
+
+// DeleteFunc removes every entry for which del returns true, from every
+// side its phase writes, in one commit (an Update), and returns the stored
+// keys it removed. It is garbage collection against live evidence: the
+// runtime's list of valid attachments (CNI GC), the pod interfaces that
+// still exist. del sees the state as an Update would, and must not call the
+// Store (see Tx). When the commit fails, nothing is removed, and the error
+// says why.
+func (s *Store[K, V]) DeleteFunc(ctx context.Context, del func(K, V) bool) ([]K, error) {
+	if del == nil {
+		return nil, fmt.Errorf("migrate: DeleteFunc needs a function")
+	}
+	var removed []K
+	err := s.Update(ctx, func(tx *Tx[K, V]) error {
+		removed = removed[:0]
+		for k, v := range tx.All() {
+			if del(k, v) {
+				tx.Delete(k)
+				removed = append(removed, k)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return removed, nil
+}

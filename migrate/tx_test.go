@@ -1,0 +1,324 @@
+package migrate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/phaseshift/phaseshift/migrate"
+)
+
+// heldStore is a Store in phase 2 over an explicit legacy whose checkpoint
+// blocks the first save until released, so that the writes made meanwhile
+// queue up and go into one group commit.
+type heldStore struct {
+	w    *world
+	s    *migrate.Store[string, int]
+	slow *slowCheckpoint
+}
+
+func newHeldStore(t *testing.T, start map[string]int) *heldStore {
+	t.Helper()
+	w := newWorld(true, start)
+	w.saveCheckpoint(t, migrate.PhaseMigrate, start, "")
+	slow := &slowCheckpoint{Memory: w.cp.Reopen(), release: make(chan struct{}), entered: make(chan struct{}, 1)}
+	s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Legacy: w.exp, Checkpoint: slow})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	_, err = s.Restore(context.Background())
+	require.NoError(t, err)
+	return &heldStore{w: w, s: s, slow: slow}
+}
+
+// hold starts a write that holds the leader in its save, and returns a
+// function that waits for it.
+func (h *heldStore) hold(t *testing.T) func() {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- h.s.Put(context.Background(), "holder", 0) }()
+	<-h.slow.entered
+	return func() { require.NoError(t, <-done) }
+}
+
+// queued waits until n writes are queued behind the leader.
+func queued(t *testing.T, n *sync.WaitGroup) {
+	t.Helper()
+	n.Wait()
+	time.Sleep(20 * time.Millisecond) // from "about to write" to "in the queue"
+}
+
+// TestUpdateIsGroupCommitted: concurrent allocations through Update share
+// saves, and each sees those before it in its batch, so no address is
+// handed out twice (issue 14: 64 Updates took 64 saves).
+func TestUpdateIsGroupCommitted(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(false, nil)
+	cp := w.cp.Reopen()
+	cp.SetSaveLatency(500 * time.Microsecond)
+	s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseContract, Checkpoint: cp})
+	_, err := s.Restore(ctx)
+	require.NoError(t, err)
+	before := w.cp.Saves()
+
+	const writers = 64
+	got := make([]int, writers)
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.Update(ctx, func(tx *migrate.Tx[string, int]) error {
+				used := map[int]bool{}
+				for _, v := range tx.All() {
+					used[v] = true
+				}
+				ip := 0
+				for used[ip] {
+					ip++
+				}
+				got[g] = ip
+				tx.Put(fmt.Sprintf("pod-%02d", g), ip)
+				return nil
+			})
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	saves := w.cp.Saves() - before
+	t.Logf("%d concurrent Updates took %d saves", writers, saves)
+	assert.Less(t, saves, writers/4, "concurrent Updates must share saves")
+	slices.Sort(got)
+	for i, ip := range got {
+		require.Equal(t, i, ip, "every address handed out once")
+	}
+	snap, err := w.checkpointEntries(t)
+	require.NoError(t, err)
+	assert.Len(t, snap.Entries, writers)
+}
+
+// TestGroupCommitRunsInOrder: in one batch, each write runs against the
+// writes before it, as if alone after them; a failing function drops out
+// alone; a panicking one panics again in its caller; Puts, Deletes and
+// Updates commit together in one save.
+func TestGroupCommitRunsInOrder(t *testing.T) {
+	ctx := context.Background()
+	h := newHeldStore(t, map[string]int{"a": 1, "b": 2})
+	wait := h.hold(t)
+
+	stop := errors.New("changed my mind")
+	var started sync.WaitGroup
+	results := make(chan string, 8)
+	write := func(name string, fn func() error) {
+		started.Add(1)
+		go func() {
+			started.Done()
+			err := fn()
+			results <- fmt.Sprintf("%s: %v", name, err)
+		}()
+		queued(t, &started)
+	}
+	write("put a=10", func() error { return h.s.Put(ctx, "a", 10) })
+	write("update a+=1", func() error {
+		return h.s.Update(ctx, func(tx *migrate.Tx[string, int]) error {
+			v, _ := tx.Get("a")
+			tx.Put("a", v+1)
+			return nil
+		})
+	})
+	write("failing update", func() error {
+		return h.s.Update(ctx, func(tx *migrate.Tx[string, int]) error {
+			tx.Put("a", -1)
+			tx.Delete("b")
+			return stop
+		})
+	})
+	panicked := make(chan any, 1)
+	write("panicking update", func() error {
+		defer func() { panicked <- recover() }()
+		return h.s.Update(ctx, func(tx *migrate.Tx[string, int]) error {
+			tx.Put("a", -2)
+			panic("boom")
+		})
+	})
+	write("delete b", func() error { return h.s.Delete(ctx, "b") })
+	write("update sees all", func() error {
+		return h.s.Update(ctx, func(tx *migrate.Tx[string, int]) error {
+			seen := map[string]int{}
+			for k, v := range tx.All() {
+				seen[k] = v
+			}
+			if want := map[string]int{"a": 11, "holder": 0}; fmt.Sprint(seen) != fmt.Sprint(want) {
+				return fmt.Errorf("the Tx sees %v, want %v", seen, want)
+			}
+			tx.Put("c", seen["a"]*2)
+			return nil
+		})
+	})
+	saves := h.w.cp.Saves()
+	close(h.slow.release)
+	wait()
+	var out []string
+	for range 6 {
+		out = append(out, <-results)
+	}
+	slices.Sort(out)
+	assert.Equal(t, []string{
+		"delete b: <nil>",
+		"failing update: changed my mind",
+		"panicking update: <nil>",
+		"put a=10: <nil>",
+		"update a+=1: <nil>",
+		"update sees all: <nil>",
+	}, out)
+	assert.Equal(t, "boom", <-panicked, "the panic reaches the caller")
+	want := map[string]int{"a": 11, "c": 22, "holder": 0}
+	assert.Equal(t, want, collect(h.s))
+	assert.Equal(t, saves+2, h.w.cp.Saves(), "the holder's save, then one for the whole batch")
+	snap, err := h.w.checkpointEntries(t)
+	require.NoError(t, err)
+	assert.Equal(t, want, snap.Entries)
+	assert.Equal(t, want, h.w.exp.Snapshot(), "legacy holds the same")
+}
+
+// TestGroupCommitLegacyRefusalDropsOutAlone: legacy refuses one request of
+// a batch; it fails alone and the later ones do not see it.
+func TestGroupCommitLegacyRefusalDropsOutAlone(t *testing.T) {
+	ctx := context.Background()
+	h := newHeldStore(t, nil)
+	wait := h.hold(t)
+	var started sync.WaitGroup
+	errs := make(chan error, 2)
+	h.w.exp.FailWrites(0, 1, errors.New("registry full")) // the holder wrote legacy already: the next write fails
+	started.Add(1)
+	go func() { started.Done(); errs <- h.s.Put(ctx, "x", 1) }()
+	queued(t, &started)
+	started.Add(1)
+	var sawX bool
+	go func() {
+		started.Done()
+		errs <- h.s.Update(ctx, func(tx *migrate.Tx[string, int]) error {
+			_, sawX = tx.Get("x")
+			tx.Put("y", 2)
+			return nil
+		})
+	}()
+	queued(t, &started)
+	close(h.slow.release)
+	wait()
+	require.ErrorIs(t, <-errs, migrate.ErrLegacyWrite)
+	require.NoError(t, <-errs)
+	assert.False(t, sawX, "a write that dropped out is not seen by the ones after it")
+	assert.Equal(t, map[string]int{"holder": 0, "y": 2}, collect(h.s))
+}
+
+// TestGroupCommitSaveFailureUndoesLegacyNewestFirst: the batch's one save
+// fails; every request fails and legacy is back where it was, although two
+// requests wrote the same key.
+func TestGroupCommitSaveFailureUndoesLegacyNewestFirst(t *testing.T) {
+	ctx := context.Background()
+	h := newHeldStore(t, map[string]int{"k": 1})
+	wait := h.hold(t)
+	var started sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, v := range []int{2, 3} {
+		started.Add(1)
+		go func() { started.Done(); errs <- h.s.Put(ctx, "k", v) }()
+		queued(t, &started)
+	}
+	h.slow.failNext = errors.New("disk full") // the batch's save, after the holder's
+	close(h.slow.release)
+	wait()
+	for range 2 {
+		require.ErrorIs(t, <-errs, migrate.ErrCheckpointWrite)
+	}
+	assert.Equal(t, map[string]int{"k": 1, "holder": 0}, h.w.exp.Snapshot(), "legacy is put back: k=3 undone to 2, then to 1")
+	v, _ := h.s.Get("k")
+	assert.Equal(t, 1, v)
+}
+
+func TestTxIsOnlyForItsFunction(t *testing.T) {
+	_, s := restored(t, migrate.PhaseContract, false, nil)
+	var kept *migrate.Tx[string, int]
+	require.NoError(t, s.Update(context.Background(), func(tx *migrate.Tx[string, int]) error {
+		kept = tx
+		return nil
+	}))
+	assert.PanicsWithValue(t, "migrate: a Tx was used after its Update function returned", func() { kept.Put("late", 1) })
+	assert.Panics(t, func() { kept.Get("late") })
+	assert.Panics(t, func() { kept.All() })
+	assert.Zero(t, s.Len())
+	require.Error(t, s.Update(context.Background(), nil))
+}
+
+// TestDeleteFunc removes what the predicate selects, from every side the
+// phase writes, in one commit, and returns the stored keys.
+func TestDeleteFunc(t *testing.T) {
+	ctx := context.Background()
+	for _, p := range phases {
+		t.Run(p.String(), func(t *testing.T) {
+			start := map[string]int{"a": 1, "b": 2, "c": 3, "d": 4}
+			w, s := restored(t, p, true, start)
+			saves := w.cp.Saves()
+			removed, err := s.DeleteFunc(ctx, func(k string, v int) bool { return v%2 == 0 })
+			require.NoError(t, err)
+			slices.Sort(removed)
+			assert.Equal(t, []string{"b", "d"}, removed)
+			want := map[string]int{"a": 1, "c": 3}
+			assert.Equal(t, want, collect(s))
+			if p.WritesCheckpoint() {
+				assert.Equal(t, saves+1, w.cp.Saves(), "one commit")
+				snap, err := w.checkpointEntries(t)
+				require.NoError(t, err)
+				assert.Equal(t, want, snap.Entries)
+			}
+			if p.WritesLegacy() {
+				assert.Equal(t, want, w.exp.Snapshot())
+			}
+			removed, err = s.DeleteFunc(ctx, func(string, int) bool { return false })
+			require.NoError(t, err)
+			assert.Empty(t, removed)
+		})
+	}
+}
+
+func TestDeleteFuncFailureRemovesNothing(t *testing.T) {
+	ctx := context.Background()
+	w, s := restored(t, migrate.PhaseMigrate, true, map[string]int{"a": 1, "b": 2})
+	w.cp.FailSaves(1, errors.New("disk full"))
+	removed, err := s.DeleteFunc(ctx, func(string, int) bool { return true })
+	require.ErrorIs(t, err, migrate.ErrCheckpointWrite)
+	assert.Nil(t, removed)
+	assert.Equal(t, map[string]int{"a": 1, "b": 2}, collect(s))
+	assert.Equal(t, map[string]int{"a": 1, "b": 2}, w.exp.Snapshot(), "legacy deletes are undone")
+	_, err = s.DeleteFunc(ctx, nil)
+	require.Error(t, err)
+}
+
+// TestWriteOutcomeOutlivesItsDeadline: a Put whose deadline passes while
+// the save that carries it runs returns that save's outcome: nil, durable.
+func TestWriteOutcomeOutlivesItsDeadline(t *testing.T) {
+	w := newWorld(false, nil)
+	cp := w.cp.Reopen()
+	cp.SetSaveLatency(50 * time.Millisecond)
+	s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseContract, Checkpoint: cp})
+	_, err := s.Restore(context.Background())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	require.NoError(t, s.Put(ctx, "a", 1), "taken by a commit before the deadline: its outcome is the answer")
+	require.Error(t, ctx.Err())
+	snap, err := w.checkpointEntries(t)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"a": 1}, snap.Entries)
+
+	_, err = s.DeleteFunc(ctx, func(string, int) bool { return true })
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a context already done writes nothing")
+	assert.Equal(t, 1, s.Len())
+}
