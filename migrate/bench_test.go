@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -304,6 +305,63 @@ func BenchmarkUpdate10(b *testing.B) {
 			}
 			r.finish(b, 1)
 		})
+	}
+}
+
+// BenchmarkAllocate is what an allocator does on every CNI ADD: an Update
+// that finds a free address among the entries (through Tx.All) and
+// records it, here for a pod whose old allocation it replaces so that the
+// state keeps n entries. With many writers, the Updates are group
+// committed. The ipamd pattern makes one mutation per allocation.
+func BenchmarkAllocate(b *testing.B) {
+	for _, n := range []int{1000} {
+		for _, w := range []int{1, 64} {
+			b.Run(fmt.Sprintf("entries=%d/writers=%d", n, w), func(b *testing.B) {
+				ctx := context.Background()
+				r := start(b, n)
+				alloc := func(i int) error {
+					return r.s.Update(ctx, func(tx *migrate.Tx[bkey, bval]) error {
+						k := benchref.KeyOf(i % n)
+						tx.Delete(k)
+						// The pool is 10.0.0.0/16, as a bitmap: the lowest
+						// free address wins.
+						var used [1 << 16]bool
+						for _, v := range tx.All() {
+							for _, ip := range v.IPs {
+								if a := ip.As4(); a[0] == 10 && a[1] == 0 {
+									used[int(a[2])<<8|int(a[3])] = true
+								}
+							}
+						}
+						free := 0
+						for used[free] {
+							free++
+						}
+						ip := netip.AddrFrom4([4]byte{10, 0, byte(free >> 8), byte(free)})
+						tx.Put(k, bval{IPs: []netip.Addr{ip}, Allocated: time.Unix(int64(i), 0).UTC()})
+						return nil
+					})
+				}
+				if w == 1 {
+					for i := 0; i < b.N; i++ {
+						if err := r.ours.Run(func() error { return alloc(i) }); err != nil {
+							b.Fatal(err)
+						}
+						r.ref.step(b, &r.limit, &r.ipamd, 1)
+					}
+				} else {
+					k := min(max(b.N/(8*w), 3), 100)
+					around(b, &r.limit, r.ref.limit, k, func() {
+						around(b, &r.ipamd, r.ref.ipamd, k, func() {
+							if err := r.ours.Run(func() error { return parallel(w, b.N, alloc) }); err != nil {
+								b.Fatal(err)
+							}
+						})
+					})
+				}
+				r.finish(b, 1)
+			})
+		}
 	}
 }
 

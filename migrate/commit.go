@@ -130,6 +130,8 @@ func (s *Store[K, V]) commitBatch(ctx context.Context, batch []*request[K, V]) {
 		done = nil
 	}
 	if len(done) > 0 {
+		s.stats.commits.Add(1)
+		s.stats.committed.Add(uint64(len(done)))
 		s.mu.Lock()
 		s.apply(ov)
 		s.mu.Unlock()
@@ -214,7 +216,7 @@ func (s *Store[K, V]) save(ctx context.Context, ov *overlay[K, V]) error {
 		return nil
 	}
 	if s.commit != nil {
-		return s.commit.Commit(ctx, s.meta, chs)
+		return s.timed(func() error { return s.commit.Commit(ctx, s.meta, chs) })
 	}
 	snap := make(map[K]V, len(s.state.vals)+len(chs))
 	maps.Copy(snap, s.state.vals)
@@ -225,7 +227,9 @@ func (s *Store[K, V]) save(ctx context.Context, ov *overlay[K, V]) error {
 			snap[c.Key] = c.Value
 		}
 	}
-	return s.cfg.Checkpoint.Save(ctx, checkpoint.Snapshot[K, V]{Meta: s.meta, Entries: snap})
+	return s.timed(func() error {
+		return s.cfg.Checkpoint.Save(ctx, checkpoint.Snapshot[K, V]{Meta: s.meta, Entries: snap})
+	})
 }
 
 // apply makes the overlay the committed state. The caller holds mu and

@@ -130,8 +130,9 @@ type Config[K comparable, V any] struct {
 	// (Phase 3 compares with legacy whenever Legacy is set.)
 	Verify bool
 
-	// Writer is the version of the program, recorded in the checkpoint.
-	Writer string
+	// Version is the program's version, recorded in the checkpoint as
+	// Meta.Writer, so that an operator can tell which build wrote it.
+	Version string
 
 	// BootID enables the boot epoch: a checkpoint written in another boot
 	// is stale and discarded (its state died with the reboot); one that
@@ -155,18 +156,18 @@ func PreferLegacy[K comparable, V any](_ K, _, fromLegacy V) V { return fromLega
 // validate reports configuration mistakes with the fix in the message.
 func (c *Config[K, V]) validate() error {
 	if !c.Phase.valid() {
-		return fmt.Errorf("migrate: Config.Phase %d is not a phase: use 0 (legacy), 1 (expand), 2 (migrate) or 3 (contract); ParsePhase reads one from a flag", int(c.Phase))
+		return fmt.Errorf("migrate: %w: Config.Phase %d is not a phase: use 0 (legacy), 1 (expand), 2 (migrate) or 3 (contract); ParsePhase reads one from a flag", ErrInvalidConfig, int(c.Phase))
 	}
 	if isNil(c.Checkpoint) {
 		c.Checkpoint = nil
 		if c.Phase.WritesCheckpoint() {
-			return fmt.Errorf("migrate: phase %d (%s) needs Config.Checkpoint: open one with checkpoint.Open, or run phase 0 to use legacy only", int(c.Phase), c.Phase)
+			return fmt.Errorf("migrate: %w: phase %d (%s) needs Config.Checkpoint: open one with checkpoint.Open, or run phase 0 to use legacy only", ErrInvalidConfig, int(c.Phase), c.Phase)
 		}
 	}
 	if isNil(c.Legacy) {
 		c.Legacy = nil
 		if c.Phase != PhaseContract {
-			return fmt.Errorf("migrate: phase %d (%s) needs Config.Legacy, the source the previous version restored from: only phase 3 (contract) runs without it", int(c.Phase), c.Phase)
+			return fmt.Errorf("migrate: %w: phase %d (%s) needs Config.Legacy, the source the previous version restored from: only phase 3 (contract) runs without it", ErrInvalidConfig, int(c.Phase), c.Phase)
 		}
 	}
 	return nil

@@ -106,3 +106,14 @@ func TestReportString(t *testing.T) {
 	assert.Equal(t, "phase 2 (migrate): read checkpoint+legacy, restored 5 (3 from checkpoint, 2 from legacy), backfilled 2, orphaned 1, checkpoint rewritten, stale checkpoint: written in boot x, quarantined to /var/run/x.json.corrupt-1, 1 error: boom", r.String())
 	assert.NotContains(t, r.String(), "\n")
 }
+
+func TestConfigMistakesMatchErrInvalidConfig(t *testing.T) {
+	for _, cfg := range []migrate.Config[string, int]{
+		{Phase: 7},
+		{Phase: migrate.PhaseExpand, Legacy: &migratetest.Implicit[string, int]{}},
+		{Phase: migrate.PhaseMigrate, Checkpoint: checkpoint.NewMemory[string, int]()},
+	} {
+		_, err := migrate.New(cfg)
+		require.ErrorIs(t, err, migrate.ErrInvalidConfig, "%+v", cfg)
+	}
+}

@@ -2,7 +2,15 @@ package migrate
 
 import "errors"
 
-// Errors returned by writes (Put, Delete, Update).
+// Errors returned by New.
+var (
+	// ErrInvalidConfig is returned by New when the Config cannot work: a
+	// phase that is not one, a side the phase needs that is missing. The
+	// message says what to set.
+	ErrInvalidConfig = errors.New("invalid configuration")
+)
+
+// Errors returned by writes (Put, Delete, Update, DeleteFunc).
 var (
 	// ErrCheckpointWrite is returned by a write when the checkpoint could
 	// not be saved. Memory is unchanged, the checkpoint holds the previous

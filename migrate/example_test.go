@@ -32,7 +32,7 @@ func Example() {
 		Phase:      phase,
 		Legacy:     &registry,
 		Checkpoint: file,
-		Writer:     "vmproxy v2.0.0",
+		Version:    "vmproxy v2.0.0",
 	})
 	if err != nil {
 		fmt.Println(err)

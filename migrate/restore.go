@@ -41,6 +41,7 @@ func (s *Store[K, V]) Restore(ctx context.Context) (Report[K], error) {
 	s.mu.Lock()
 	s.state, s.restored = st, true
 	s.mu.Unlock()
+	s.stats.lastRestore.Store(restoreStats(&r))
 	s.log.Info("restored", zap.Object("report", r))
 	return r, nil
 }
@@ -181,7 +182,10 @@ func (s *Store[K, V]) repair(ctx context.Context, b basis, in *sides[K, V], out 
 		// agrees.
 		entries = in.ck.entries
 	}
-	if err := s.cfg.Checkpoint.Save(ctx, checkpoint.Snapshot[K, V]{Meta: s.meta, Entries: entries}); err != nil {
+	err := s.timed(func() error {
+		return s.cfg.Checkpoint.Save(ctx, checkpoint.Snapshot[K, V]{Meta: s.meta, Entries: entries})
+	})
+	if err != nil {
 		// The next phase relies on this save; going on would leave it a
 		// stale file to trust.
 		return restoreErr("saving the restored state to the checkpoint: %w", err)

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"reflect"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -74,6 +75,8 @@ type Store[K comparable, V any] struct {
 	qmu   sync.Mutex       // guards queue and closing
 	queue []*request[K, V] // writes waiting for a leader, oldest first
 
+	stats counters // atomic: readable without a lock
+
 	mu       sync.RWMutex // guards the fields below; writers also hold token
 	state    state[K, V]
 	restored bool
@@ -112,7 +115,7 @@ func New[K comparable, V any](cfg Config[K, V]) (*Store[K, V], error) {
 		s.equal = func(a, b V) bool { return reflect.DeepEqual(a, b) }
 	}
 	if w, ok := cfg.Legacy.(source.Writer[K, V]); ok {
-		s.explicit = w
+		s.explicit = countingWriter[K, V]{w: w, c: &s.stats}
 	}
 	if s.merge == nil {
 		// The default follows the kind of legacy: one the Store writes holds
@@ -134,7 +137,7 @@ func New[K comparable, V any](cfg Config[K, V]) (*Store[K, V], error) {
 			s.bootID = b.BootID()
 		}
 	}
-	s.meta = checkpoint.Meta{Phase: cfg.Phase.String(), Writer: cfg.Writer, BootID: s.bootID}
+	s.meta = checkpoint.Meta{Phase: cfg.Phase.String(), Writer: cfg.Version, BootID: s.bootID}
 	s.state = state[K, V]{vals: map[K]V{}}
 	return s, nil
 }
@@ -273,4 +276,40 @@ func (s *Store[K, V]) Close() error {
 		}
 	}
 	return nil
+}
+
+// countingWriter counts the writes a Store makes to legacy, for Stats.
+type countingWriter[K comparable, V any] struct {
+	w source.Writer[K, V]
+	c *counters
+}
+
+func (cw countingWriter[K, V]) Put(ctx context.Context, key K, value V) error {
+	return cw.count(cw.w.Put(ctx, key, value))
+}
+
+func (cw countingWriter[K, V]) Delete(ctx context.Context, key K) error {
+	return cw.count(cw.w.Delete(ctx, key))
+}
+
+func (cw countingWriter[K, V]) count(err error) error {
+	if err != nil {
+		cw.c.legacyWriteFailures.Add(1)
+	} else {
+		cw.c.legacyWrites.Add(1)
+	}
+	return err
+}
+
+// timed runs a checkpoint save and counts it, for Stats.
+func (s *Store[K, V]) timed(save func() error) error {
+	start := time.Now()
+	err := save()
+	s.stats.saveNanos.Add(int64(time.Since(start)))
+	if err != nil {
+		s.stats.saveFailures.Add(1)
+	} else {
+		s.stats.saves.Add(1)
+	}
+	return err
 }

@@ -58,12 +58,22 @@ func (tx *Tx[K, V]) All() iter.Seq2[K, V] {
 	tx.check()
 	return func(yield func(K, V) bool) {
 		tx.check()
-		for k, v := range tx.ov.st.vals {
-			id := tx.s.id(k)
-			if _, mine := tx.at[id]; mine {
-				continue
+		// The stored keys whose entries the batch or the Tx changed, in
+		// one set, so that the common entry costs one lookup (none when
+		// nothing changed yet).
+		skip := make(map[K]struct{}, len(tx.ov.changed)+len(tx.at))
+		for id := range tx.ov.changed {
+			if k, ok := tx.ov.st.lookup(id); ok {
+				skip[k] = struct{}{}
 			}
-			if _, changed := tx.ov.changed[id]; changed {
+		}
+		for id := range tx.at {
+			if k, ok := tx.ov.st.lookup(id); ok {
+				skip[k] = struct{}{}
+			}
+		}
+		for k, v := range tx.ov.st.vals {
+			if _, changed := skip[k]; changed {
 				continue
 			}
 			if !yield(k, v) {

@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
@@ -113,10 +114,29 @@ func (s *Store[K, V]) write(ctx context.Context, r *request[K, V]) error {
 	s.queue = append(s.queue, r)
 	s.qmu.Unlock()
 	err := s.await(ctx, r)
+	s.countWrite(r, err)
 	if r.panicked != nil {
 		panic(r.panicked)
 	}
 	return err
+}
+
+// countWrite counts a write that returned, for Stats.
+func (s *Store[K, V]) countWrite(r *request[K, V], err error) {
+	c := &s.stats
+	switch {
+	case err != nil:
+		c.writeErrors.Add(1)
+		if errors.Is(err, ErrOutcomeUnknown) {
+			c.outcomeUnknown.Add(1)
+		}
+	case r.fn != nil:
+		c.updates.Add(1)
+	case r.ops[0].del:
+		c.deletes.Add(1)
+	default:
+		c.puts.Add(1)
+	}
 }
 
 // await leads or waits until r is done, or withdraws it if ctx is done

@@ -20,6 +20,8 @@ import (
 //
 //	→ {"op":"add","id":"c1"}          ← {"ok":true,"ips":["10.0.0.2"]}
 //	→ {"op":"del","id":"c1"}          ← {"ok":true}
+//	→ {"op":"gc","valid":[{"containerID":"c2","ifname":"eth0"}]}
+//	                                  ← {"ok":true,"released":[{...}]}
 //	→ {"op":"dump"}                   ← {"ok":true,"entries":[{"key":{...},"ips":[...]}]}
 //	→ {"op":"exit"}                   ← {"ok":true}, then a clean exit
 //
@@ -30,15 +32,21 @@ type request struct {
 	// Network and IfName default to the demo's network and eth0.
 	Network string `json:"network,omitempty"`
 	IfName  string `json:"ifName,omitempty"`
+	// Pod is the pod of an ADD, when the runtime says.
+	Pod PodRef `json:"pod,omitzero"`
+	// Valid is a GC's list of the attachments still in use.
+	Valid []Attachment `json:"valid,omitempty"`
 }
 
 type response struct {
-	OK      bool          `json:"ok"`
-	Error   string        `json:"error,omitempty"`
-	IPs     []netip.Addr  `json:"ips,omitempty"`
-	Entries []entryJSON   `json:"entries,omitempty"`
-	Report  *reportJSON   `json:"report,omitempty"`
-	Counts  *countersJSON `json:"counts,omitempty"`
+	OK      bool         `json:"ok"`
+	Error   string       `json:"error,omitempty"`
+	IPs     []netip.Addr `json:"ips,omitempty"`
+	Entries []entryJSON  `json:"entries,omitempty"`
+	// Released is what a GC released.
+	Released []Key         `json:"released,omitempty"`
+	Report   *reportJSON   `json:"report,omitempty"`
+	Counts   *countersJSON `json:"counts,omitempty"`
 }
 
 type entryJSON struct {
@@ -112,7 +120,7 @@ func handle(ctx context.Context, m *IPAM, req request, network string, counts *c
 	}
 	switch req.Op {
 	case "add":
-		a, err := m.Add(ctx, key)
+		a, err := m.Add(ctx, key, req.Pod)
 		if err != nil {
 			return response{Error: err.Error()}
 		}
@@ -124,6 +132,13 @@ func handle(ctx context.Context, m *IPAM, req request, network string, counts *c
 		}
 		counts.Dels++
 		return response{OK: true}
+	case "gc":
+		released, err := m.GC(ctx, req.Valid)
+		if err != nil {
+			return response{Error: err.Error()}
+		}
+		counts.Dels += len(released)
+		return response{OK: true, Released: released}
 	case "dump":
 		var es []entryJSON
 		for k, v := range m.Entries() {
@@ -134,5 +149,5 @@ func handle(ctx context.Context, m *IPAM, req request, network string, counts *c
 	case "exit":
 		return response{OK: true}
 	}
-	return response{Error: fmt.Sprintf("unknown op %q: use add, del, dump or exit", req.Op)}
+	return response{Error: fmt.Sprintf("unknown op %q: use add, del, gc, dump or exit", req.Op)}
 }

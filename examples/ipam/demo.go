@@ -152,7 +152,7 @@ func demo(ctx context.Context, out io.Writer) error {
 // trusting it would have done. No daemon runs meanwhile, so the lock is
 // free.
 func peek(ctx context.Context, path string) map[Key]Alloc {
-	f, err := checkpoint.Open[Key, Alloc](ctx, path, checkpoint.WithLockWait(0))
+	f, err := openCheckpoint(ctx, path, checkpoint.WithLockWait(0))
 	if err != nil {
 		return nil
 	}

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"net/netip"
 	"slices"
-	"sync"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -37,6 +41,28 @@ const (
 type Alloc struct {
 	IPs       []netip.Addr `json:"ips"`
 	Allocated time.Time    `json:"allocated"`
+	// Pod is the pod the ADD was for (the CNI args K8S_POD_NAMESPACE and
+	// K8S_POD_NAME), when the runtime passed it: GCByVeth needs it.
+	Pod PodRef `json:"pod,omitzero"`
+}
+
+// PodRef names a pod.
+type PodRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// Schema is the checkpoint's value schema: 2 since Alloc has Pod. A file
+// of schema 1 reads as it is (Pod empty); a binary of schema 1 refuses a
+// file of schema 2 instead of dropping Pod from every entry.
+const Schema = 2
+
+func sameEntry(k, v json.RawMessage) (json.RawMessage, json.RawMessage, error) { return k, v, nil }
+
+// openCheckpoint opens the state file with this binary's schema.
+func openCheckpoint(ctx context.Context, path string, opts ...checkpoint.Option) (*checkpoint.File[Key, Alloc], error) {
+	opts = append(opts, checkpoint.WithSchema(Schema), checkpoint.WithUpgrade(1, sameEntry))
+	return checkpoint.Open[Key, Alloc](ctx, path, opts...)
 }
 
 // byContainer is the Match of the store: CRI knows only the sandbox, so
@@ -62,14 +88,13 @@ func fromSandbox(s cri.Sandbox) (Key, Alloc, bool) {
 var ErrPoolExhausted = errors.New("ipam: no free address in the pool")
 
 // IPAM assigns addresses from one prefix, keeping its assignments in a
-// migrate.Store. All methods are safe for concurrent use; assignments are
-// serialised, as ipamd does.
+// migrate.Store. All methods are safe for concurrent use: every assignment
+// is an Update, which finds a free address in the state as it is when its
+// turn comes and records it in the same commit; concurrent ADDs are
+// group-committed.
 type IPAM struct {
 	store *migrate.Store[Key, Alloc]
 	pool  netip.Prefix
-
-	mu   sync.Mutex // guards used and serialises Add and Del
-	used map[netip.Addr]Key
 }
 
 // Options configure Open.
@@ -88,12 +113,12 @@ type Options struct {
 // restore report. Phase 0 is the old binary: it does not touch the file.
 func Open(ctx context.Context, o Options) (*IPAM, migrate.Report[Key], error) {
 	cfg := migrate.Config[Key, Alloc]{
-		Phase:  o.Phase,
-		Match:  byContainer,
-		Equal:  sameIPs,
-		Strict: o.Strict,
-		Writer: o.WriterName,
-		Logger: o.Logger,
+		Phase:   o.Phase,
+		Match:   byContainer,
+		Equal:   sameIPs,
+		Strict:  o.Strict,
+		Version: o.WriterName,
+		Logger:  o.Logger,
 	}
 	if o.Lister != nil {
 		legacy, err := cri.Reader(o.Lister, fromSandbox)
@@ -103,7 +128,7 @@ func Open(ctx context.Context, o Options) (*IPAM, migrate.Report[Key], error) {
 		cfg.Legacy = legacy
 	}
 	if o.Phase != migrate.PhaseLegacy {
-		f, err := checkpoint.Open[Key, Alloc](ctx, o.StatePath, checkpoint.WithLockWait(o.LockWait), checkpoint.WithLogger(o.Logger))
+		f, err := openCheckpoint(ctx, o.StatePath, checkpoint.WithLockWait(o.LockWait), checkpoint.WithLogger(o.Logger))
 		if err != nil {
 			return nil, migrate.Report[Key]{}, err
 		}
@@ -121,81 +146,131 @@ func Open(ctx context.Context, o Options) (*IPAM, migrate.Report[Key], error) {
 		store.Close()
 		return nil, rep, err
 	}
-	ipam := &IPAM{store: store, pool: o.Pool, used: map[netip.Addr]Key{}}
+	seen := map[netip.Addr]Key{}
 	for k, v := range store.All() {
 		for _, ip := range v.IPs {
-			if other, dup := ipam.used[ip]; dup {
-				// Two entries with one IP: report it, never hand it out a
-				// third time.
+			if other, dup := seen[ip]; dup {
+				// Two entries with one IP: report it; the allocator never
+				// hands it out a third time.
 				o.Logger.Error("address restored twice", zap.Stringer("ip", ip), zap.Any("key", k), zap.Any("other", other))
 			}
-			ipam.used[ip] = k
+			seen[ip] = k
 		}
 	}
-	return ipam, rep, nil
+	return &IPAM{store: store, pool: o.Pool}, rep, nil
 }
 
-// Add assigns an address to key (a CNI ADD). An ADD for a container that
-// already has one returns it, and records the real key in place of
-// placeholders learned from CRI.
-func (m *IPAM) Add(ctx context.Context, key Key) (Alloc, error) {
+// Add assigns an address to key (a CNI ADD) for pod (zero if the runtime
+// did not say). An ADD for a container that already has one returns it, and
+// records the real key in place of placeholders learned from CRI.
+func (m *IPAM) Add(ctx context.Context, key Key, pod PodRef) (Alloc, error) {
 	if key.ContainerID == "" {
 		return Alloc{}, errors.New("ipam: ADD without a container ID")
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if a, ok := m.store.Get(key); ok {
-		if stored, _ := m.store.Key(key); stored != key {
-			if err := m.store.Put(ctx, key, a); err != nil {
-				return Alloc{}, err
-			}
-		}
-		return a, nil
-	}
-	ip, ok := m.free()
-	if !ok {
-		return Alloc{}, fmt.Errorf("%w %s (%d assigned)", ErrPoolExhausted, m.pool, len(m.used))
-	}
-	a := Alloc{IPs: []netip.Addr{ip}, Allocated: time.Now().UTC().Truncate(time.Second)}
+	var out Alloc
 	// Durable before the address is used or reported.
-	if err := m.store.Put(ctx, key, a); err != nil {
+	err := m.store.Update(ctx, func(tx *migrate.Tx[Key, Alloc]) error {
+		if a, ok := tx.Get(key); ok {
+			// Stored under the real key from now on (a Put with a key that
+			// matches replaces the placeholder).
+			out = a
+			tx.Put(key, a)
+			return nil
+		}
+		ip, n, ok := m.free(tx.All())
+		if !ok {
+			return fmt.Errorf("%w %s (%d assigned)", ErrPoolExhausted, m.pool, n)
+		}
+		out = Alloc{IPs: []netip.Addr{ip}, Allocated: time.Now().UTC().Truncate(time.Second), Pod: pod}
+		tx.Put(key, out)
+		return nil
+	})
+	if err != nil {
 		return Alloc{}, err
 	}
-	m.used[ip] = key
-	return a, nil
+	return out, nil
 }
 
 // Del releases key's address (a CNI DEL). Releasing what is not assigned is
 // not an error: the kubelet retries DELs.
 func (m *IPAM) Del(ctx context.Context, key Key) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	a, ok := m.store.Get(key)
-	if !ok {
-		return nil
-	}
-	if err := m.store.Delete(ctx, key); err != nil {
-		return err
-	}
-	for _, ip := range a.IPs {
-		delete(m.used, ip)
-	}
-	return nil
+	return m.store.Delete(ctx, key)
 }
 
-// free returns the lowest address not assigned, skipping the network
-// address and the gateway (.1) and, for IPv4, the broadcast address.
-func (m *IPAM) free() (netip.Addr, bool) {
+// free returns the lowest address of the pool that no entry holds,
+// skipping the network address and the gateway (.1) and, for IPv4, the
+// broadcast address; and how many addresses are assigned.
+func (m *IPAM) free(entries iter.Seq2[Key, Alloc]) (netip.Addr, int, bool) {
+	used := map[netip.Addr]bool{}
+	for _, a := range entries {
+		for _, ip := range a.IPs {
+			used[ip] = true
+		}
+	}
 	ip := m.pool.Masked().Addr().Next().Next()
 	for ; ip.IsValid() && m.pool.Contains(ip); ip = ip.Next() {
 		if ip.Is4() && !m.pool.Contains(ip.Next()) {
 			break // broadcast
 		}
-		if _, taken := m.used[ip]; !taken {
-			return ip, true
+		if !used[ip] {
+			return ip, len(used), true
 		}
 	}
-	return netip.Addr{}, false
+	return netip.Addr{}, len(used), false
+}
+
+// Attachment is one attachment the runtime says is still valid, as CNI
+// 1.1's GC passes them (cni.dev/valid-attachments).
+type Attachment struct {
+	ContainerID string `json:"containerID"`
+	IfName      string `json:"ifname"`
+}
+
+// GC releases every assignment not among the valid attachments (a CNI GC),
+// in one commit, and returns the keys it released. An entry learned from
+// CRI, whose interface is not known, is kept when any valid attachment has
+// its container.
+func (m *IPAM) GC(ctx context.Context, valid []Attachment) ([]Key, error) {
+	attached, containers := map[Attachment]bool{}, map[string]bool{}
+	for _, a := range valid {
+		attached[a] = true
+		containers[a.ContainerID] = true
+	}
+	return m.store.DeleteFunc(ctx, func(k Key, _ Alloc) bool {
+		if k.IfName == BackfillIfName {
+			return !containers[k.ContainerID]
+		}
+		return !attached[Attachment{ContainerID: k.ContainerID, IfName: k.IfName}]
+	})
+}
+
+// GCByVeth releases every assignment whose pod's host-side veth no longer
+// exists, as the VPC CNI does at start
+// (normalizeCheckpointDataByPodVethExistence in its pkg/ipamd/datastore):
+// pods deleted while the daemon was down leave their allocation behind.
+// links lists the host's interface names. An entry without pod metadata is
+// kept (it may predate the metadata). If links fails, nothing is released
+// and the error is returned.
+func (m *IPAM) GCByVeth(ctx context.Context, links func() ([]string, error)) ([]Key, error) {
+	names, err := links()
+	if err != nil {
+		return nil, fmt.Errorf("ipam: listing the host's links: %w", err)
+	}
+	return m.store.DeleteFunc(ctx, func(_ Key, a Alloc) bool {
+		if a.Pod.Namespace == "" || a.Pod.Name == "" {
+			return false
+		}
+		suffix := vethSuffix(a.Pod)
+		return !slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(n, suffix) })
+	})
+}
+
+// vethSuffix is the end of the name of a pod's host-side veth, as the VPC
+// CNI makes it (GeneratePodHostVethNameSuffix in its pkg/networkutils): the
+// first 11 hex digits of SHA-1("namespace.name").
+func vethSuffix(p PodRef) string {
+	h := sha1.Sum([]byte(p.Namespace + "." + p.Name))
+	return hex.EncodeToString(h[:])[:11]
 }
 
 // Entries returns every assignment.
@@ -206,6 +281,9 @@ func (m *IPAM) Entries() map[Key]Alloc {
 	}
 	return out
 }
+
+// Stats returns the store's counters, for metrics.
+func (m *IPAM) Stats() migrate.Stats { return m.store.Stats() }
 
 // Close closes the store and releases the checkpoint's lock.
 func (m *IPAM) Close() error { return m.store.Close() }

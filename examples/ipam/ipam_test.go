@@ -79,25 +79,25 @@ func TestAllocator(t *testing.T) {
 	// 10.0.0.0/29: .0 network, .1 gateway, .7 broadcast: .2 to .6 are free.
 	var got []netip.Addr
 	for i := 0; i < 5; i++ {
-		a, err := m.Add(ctx, realKey(fmt.Sprint("c", i)))
+		a, err := m.Add(ctx, realKey(fmt.Sprint("c", i)), PodRef{})
 		require.NoError(t, err)
 		got = append(got, a.IPs...)
 	}
 	assert.Equal(t, "[10.0.0.2 10.0.0.3 10.0.0.4 10.0.0.5 10.0.0.6]", fmt.Sprint(got))
-	_, err := m.Add(ctx, realKey("c5"))
+	_, err := m.Add(ctx, realKey("c5"), PodRef{})
 	require.ErrorIs(t, err, ErrPoolExhausted)
 
-	again, err := m.Add(ctx, realKey("c2"))
+	again, err := m.Add(ctx, realKey("c2"), PodRef{})
 	require.NoError(t, err)
 	assert.Equal(t, got[2:3], again.IPs, "a repeated ADD returns the same address")
 
 	require.NoError(t, m.Del(ctx, realKey("c1")))
 	require.NoError(t, m.Del(ctx, realKey("c1")), "DEL is idempotent")
-	a, err := m.Add(ctx, realKey("c9"))
+	a, err := m.Add(ctx, realKey("c9"), PodRef{})
 	require.NoError(t, err)
 	assert.Equal(t, "10.0.0.3", a.IPs[0].String(), "a released address is reused")
 
-	_, err = m.Add(ctx, Key{Network: "net"})
+	_, err = m.Add(ctx, Key{Network: "net"}, PodRef{})
 	require.Error(t, err)
 }
 
@@ -113,7 +113,7 @@ func TestConcurrentAddsNeverShareAnAddress(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 20; i++ {
-				if _, err := m.Add(ctx, realKey(fmt.Sprintf("g%d-%d", g, i))); err != nil {
+				if _, err := m.Add(ctx, realKey(fmt.Sprintf("g%d-%d", g, i)), PodRef{}); err != nil {
 					t.Error(err)
 				}
 			}
@@ -152,12 +152,12 @@ func TestDelWithRealKeyReleasesPlaceholderEntry(t *testing.T) {
 	require.NoError(t, m.Del(ctx, realKey("c1")))
 	_, ok = m.store.Get(realKey("c1"))
 	assert.False(t, ok, "the DEL with the real key released the placeholder entry")
-	a, err := m.Add(ctx, realKey("c2"))
+	a, err := m.Add(ctx, realKey("c2"), PodRef{})
 	require.NoError(t, err)
 	assert.Equal(t, "10.0.0.3", a.IPs[0].String(), "an ADD retried with the real key keeps the address")
 	k, _ = m.store.Key(realKey("c2"))
 	assert.Equal(t, realKey("c2"), k, "and records the real key")
-	b, err := m.Add(ctx, realKey("c3"))
+	b, err := m.Add(ctx, realKey("c3"), PodRef{})
 	require.NoError(t, err)
 	assert.Equal(t, "10.0.0.2", b.IPs[0].String(), "c1's released address is free again; c2's is not")
 }

@@ -34,6 +34,7 @@ type config struct {
 	strict   bool
 	verbose  bool
 	lockWait time.Duration
+	metrics  string // listen address of /metrics; empty: none
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -73,6 +74,7 @@ Flags:
 	fs.BoolVar(&c.strict, "error-on-failure-to-restore", false, "fail on anything restore cannot read, instead of logging it and going on")
 	fs.BoolVar(&c.verbose, "v", false, "log to stderr")
 	fs.DurationVar(&c.lockWait, "lock-wait", 5*time.Second, "how long to wait for another instance to release the checkpoint")
+	fs.StringVar(&c.metrics, "metrics", "", "with --serve, serve Prometheus metrics on this address (e.g. :9100) at /metrics")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -141,6 +143,13 @@ func node(ctx context.Context, c config, stdin io.Reader, stdout, stderr io.Writ
 	}
 	defer m.Close()
 	if c.serve {
+		if c.metrics != "" {
+			stop, err := serveMetrics(c.metrics, m.Stats)
+			if err != nil {
+				return err
+			}
+			defer stop()
+		}
 		return serve(ctx, m, rep, c.network, stdin, stdout)
 	}
 	fmt.Fprintln(stdout, rep)

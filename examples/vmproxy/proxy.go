@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -118,6 +119,31 @@ type proxy struct {
 	registry *source.Map[string, VM]
 	log      *zap.Logger
 	now      func() time.Time
+
+	// attached holds the sessions a shim opened or reattached since this
+	// proxy started. A session restored from the checkpoint is a record
+	// whose shim lost its connection with the old process: the shim that
+	// holds its token may attach to it again.
+	amu      sync.Mutex // guards attached
+	attached map[string]bool
+}
+
+// isAttached reports whether a shim is attached to session in this
+// process.
+func (p *proxy) isAttached(session string) bool {
+	p.amu.Lock()
+	defer p.amu.Unlock()
+	return p.attached[session]
+}
+
+func (p *proxy) setAttached(session string, on bool) {
+	p.amu.Lock()
+	defer p.amu.Unlock()
+	if on {
+		p.attached[session] = true
+	} else {
+		delete(p.attached, session)
+	}
 }
 
 // proxyConfig is what newProxy needs.
@@ -156,12 +182,12 @@ func newProxy(ctx context.Context, cfg proxyConfig) (*proxy, migrate.Report[stri
 	// Times are kept in UTC without a monotonic reading, exactly as JSON
 	// brings them back, so a restored VM equals the one that was stored.
 	now := func() time.Time { return time.Now().UTC().Round(0) }
-	p := &proxy{registry: new(source.Map[string, VM]), log: log, now: now}
+	p := &proxy{registry: new(source.Map[string, VM]), log: log, now: now, attached: map[string]bool{}}
 	mc := migrate.Config[string, VM]{
 		Phase:      cfg.Phase,
 		Checkpoint: cfg.Checkpoint,
 		Strict:     cfg.Strict,
-		Writer:     writer(),
+		Version:    writer(),
 		Logger:     log,
 		// The registry lived in memory: it is empty after every restart,
 		// which says nothing about which VMs exist.
@@ -450,7 +476,10 @@ func (p *proxy) vmOfSession(session string) (string, bool) {
 
 // openSession opens an I/O session on a token, as a shim does when it
 // connects, and returns the VM and the session's ID. id may be empty: the
-// token says which VM it is for.
+// token says which VM it is for. A shim that reconnects after a proxy
+// restart, with the token of a session restored from the checkpoint, gets
+// that session back; a token whose session a shim holds in this process is
+// refused.
 func (p *proxy) openSession(ctx context.Context, id, token string) (string, string, error) {
 	if token == "" {
 		return "", "", fmt.Errorf("%w: the request needs a token", errBadRequest)
@@ -464,12 +493,17 @@ func (p *proxy) openSession(ctx context.Context, id, token string) (string, stri
 		return "", "", err
 	}
 	sid := newSessionID()
+	reattached := false
 	err := p.update(ctx, id, func(vm *VM) error {
 		if _, ok := vm.Tokens[token]; !ok {
 			return errUnknownToken
 		}
 		if other, ok := vm.sessionOf(token); ok {
-			return fmt.Errorf("%w (%s)", errTokenInUse, other)
+			if p.isAttached(other) {
+				return fmt.Errorf("%w (%s)", errTokenInUse, other)
+			}
+			sid, reattached = other, true
+			return nil
 		}
 		if vm.Sessions == nil {
 			vm.Sessions = make(map[string]Session)
@@ -480,7 +514,12 @@ func (p *proxy) openSession(ctx context.Context, id, token string) (string, stri
 	if err != nil {
 		return "", "", err
 	}
-	p.log.Info("session opened", zap.String("vm", id), zap.String("session", sid))
+	p.setAttached(sid, true)
+	if reattached {
+		p.log.Info("session reattached", zap.String("vm", id), zap.String("session", sid))
+	} else {
+		p.log.Info("session opened", zap.String("vm", id), zap.String("session", sid))
+	}
 	return id, sid, nil
 }
 
@@ -516,6 +555,7 @@ func (p *proxy) closeSession(ctx context.Context, id, session string) (string, e
 	if err != nil {
 		return "", err
 	}
+	p.setAttached(session, false)
 	p.log.Info("session closed", zap.String("vm", id), zap.String("session", session))
 	return id, nil
 }

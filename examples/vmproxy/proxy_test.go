@@ -533,3 +533,28 @@ func TestLogsNoTokens(t *testing.T) {
 	}
 	assert.NotEmpty(t, f.logs.FilterMessage("token created").All())
 }
+
+// TestShimReconnectsAfterRestart: the cc-proxy review's point: a restored
+// session is a record whose shim lost its connection with the old process.
+// The shim that holds its token gets it back after a restart; while it is
+// attached, the token is in use; once closed, it opens a new one.
+func TestShimReconnectsAfterRestart(t *testing.T) {
+	tp := openTestProxy(t, tempState(t), migrate.PhaseContract)
+	tp.mustDo(request{Op: "register", VM: "vm-1"})
+	tok := tp.mustDo(request{Op: "token", VM: "vm-1"}).Token
+	sid := tp.mustDo(request{Op: "open", Token: tok}).Session
+	assert.Equal(t, "conflict", tp.do(request{Op: "open", Token: tok}).Code, "one shim per token")
+
+	tp = tp.restart(migrate.PhaseContract)
+	again := tp.mustDo(request{Op: "open", Token: tok})
+	assert.Equal(t, sid, again.Session, "the shim gets its restored session back")
+	assert.Equal(t, "vm-1", again.VM)
+	assert.Equal(t, "conflict", tp.do(request{Op: "open", Token: tok}).Code, "and holds it")
+
+	tp.mustDo(request{Op: "close", Session: sid})
+	fresh := tp.mustDo(request{Op: "open", VM: "vm-1", Token: tok})
+	assert.NotEqual(t, sid, fresh.Session)
+	vms := tp.mustDo(request{Op: "list", VM: "vm-1"}).VMs
+	require.Len(t, vms, 1)
+	assert.Len(t, vms[0].Sessions, 1, "the reattached session was closed, one is open")
+}

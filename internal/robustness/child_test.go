@@ -186,7 +186,7 @@ func writerChild() int {
 		return fail(err)
 	}
 	fmt.Println("owner")
-	s, err := migrate.New(migrate.Config[string, string]{Phase: phase, Legacy: &fileLegacy{f: lf}, Checkpoint: cp, Writer: "robustness"})
+	s, err := migrate.New(migrate.Config[string, string]{Phase: phase, Legacy: &fileLegacy{f: lf}, Checkpoint: cp, Version: "robustness"})
 	if err != nil {
 		return fail(err)
 	}
