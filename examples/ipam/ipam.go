@@ -121,7 +121,11 @@ func Open(ctx context.Context, o Options) (*IPAM, migrate.Report[Key], error) {
 		Logger:  o.Logger,
 	}
 	if o.Lister != nil {
-		cfg.Legacy = cri.Reader(o.Lister, fromSandbox)
+		legacy, err := cri.Reader(o.Lister, fromSandbox)
+		if err != nil {
+			return nil, migrate.Report[Key]{}, err
+		}
+		cfg.Legacy = legacy
 	}
 	if o.Phase != migrate.PhaseLegacy {
 		f, err := openCheckpoint(ctx, o.StatePath, checkpoint.WithLockWait(o.LockWait), checkpoint.WithLogger(o.Logger))

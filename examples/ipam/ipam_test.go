@@ -55,7 +55,7 @@ func runtimeFor(t *testing.T, sandboxes ...critest.Sandbox) (*critest.Runtime, *
 	srv, err := rt.Serve("")
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
-	l, err := cri.Dial(srv.Endpoint())
+	l, err := cri.NewLister(srv.Endpoint())
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
 	return rt, l

@@ -129,7 +129,7 @@ func node(ctx context.Context, c config, stdin io.Reader, stdout, stderr io.Writ
 		}
 		defer log.Sync()
 	}
-	lister, err := cri.Dial(c.endpoint, cri.Logger(log))
+	lister, err := cri.NewLister(c.endpoint, cri.WithLogger(log))
 	if err != nil {
 		return err
 	}

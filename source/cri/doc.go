@@ -5,7 +5,7 @@
 //
 // # Pointing it at the runtime
 //
-// [Dial] takes the runtime's CRI socket, as a unix:// endpoint or a plain
+// [NewLister] takes the runtime's CRI socket, as a unix:// endpoint or a plain
 // absolute path, the same value as the kubelet's --container-runtime-endpoint:
 //
 //	containerd: unix:///run/containerd/containerd.sock
@@ -17,9 +17,10 @@
 // its place) and permission to read and write the socket, which usually
 // means running as root.
 //
-// Dial does no I/O, so a daemon may start before the runtime does. Each
-// call checks the socket, connects if need be, and on the first successful
-// contact asks the runtime for its version ([Lister.Runtime]).
+// NewLister does no I/O, so a daemon may start before the runtime does:
+// the first I/O is the first call to [Lister.Runtime] or [Lister.Sandboxes].
+// Each call checks the socket, connects if need be, and on the first
+// successful contact asks the runtime for its version ([Lister.Runtime]).
 //
 // [Lister.Sandboxes] returns the ready sandboxes with their pod identity and
 // IPs; [Reader] turns them into a source.Reader of the daemon's own keys and
@@ -40,17 +41,18 @@
 //     stopped or crashed: restart the runtime. "permission denied" means the
 //     daemon cannot use the socket: run it as root or fix the socket's mode.
 //   - [ErrTimeout]: the runtime accepted the call but did not answer within
-//     the [Timeout] (5s by default) or the caller's deadline. The runtime is
+//     the timeout ([WithTimeout], 5s by default) or the caller's deadline. The runtime is
 //     overloaded or hung; crictl pods against the same endpoint shows which.
 //     It also matches ErrRuntimeNotResponding.
 //   - [ErrUnsupportedAPI]: the runtime does not serve CRI v1. The message
 //     names it when it says what it is (containerd before 1.6 may serve
 //     only v1alpha2). Upgrade to containerd 1.6 or later, or CRI-O 1.26 or
 //     later, the releases Kubernetes 1.26 requires.
-//   - [ErrResponseTooLarge]: the sandbox list is larger than
-//     [MaxReceiveSize]; raise it.
-//   - [ErrInvalidEndpoint], [ErrInvalidOption]: from Dial, a configuration
-//     mistake.
+//   - [ErrResponseTooLarge]: the sandbox list is larger than the receive
+//     limit; raise it with [WithMaxReceiveSize].
+//   - [ErrInvalidEndpoint], [ErrInvalidOption]: a configuration mistake,
+//     reported by NewLister or [Reader] when the daemon is set up rather
+//     than at its first listing.
 //   - [ErrClosed]: the Lister was closed.
 //
 // A failure that concerns one sandbox does not fail the listing: Sandboxes
@@ -72,11 +74,11 @@
 // at a time, so that thousands of sandboxes do not open thousands of
 // streams on the runtime at once.
 //
-// Host-network sandboxes are left out unless [IncludeHostNetwork] is given:
-// they share the node's network namespace and hold no pod IP of their own,
-// so there is no allocation to restore for them, and any address a runtime
-// reports for them belongs to the node, which an IPAM daemon must never take
-// as its own.
+// Host-network sandboxes are left out unless [WithHostNetworkSandboxes] is
+// given: they share the node's network namespace and hold no pod IP of
+// their own, so there is no allocation to restore for them, and any address
+// a runtime reports for them belongs to the node, which an IPAM daemon must
+// never take as its own.
 //
 // Sandboxes that are not ready (stopped, or failed to start) are left out
 // too: their network has been, or is being, torn down by a CNI DEL.
@@ -106,6 +108,10 @@
 //
 // The runtime is never written: the Reader does not implement
 // source.Writer, because the runtime learns of a sandbox by creating it.
+//
+// This package and critest are the only ones in phaseshift that import
+// gRPC and k8s.io/cri-api: a daemon that imports them takes on those
+// modules, at least at the versions phaseshift's go.mod requires.
 //
 // # Testing
 //

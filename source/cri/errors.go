@@ -5,15 +5,16 @@ import (
 	"fmt"
 )
 
-// Errors of Dial.
+// Errors of NewLister and Reader: configuration mistakes.
 var (
-	// ErrInvalidEndpoint is returned by Dial when the endpoint is not a unix
+	// ErrInvalidEndpoint is returned by NewLister when the endpoint is not a unix
 	// socket given as unix:///path or as an absolute path. CRI runtimes listen
 	// on a local unix socket; TCP and Windows named pipes are not supported.
 	ErrInvalidEndpoint = errors.New("cri: invalid runtime endpoint")
 
-	// ErrInvalidOption is returned by Dial when an option's value is out of
-	// range, such as a zero Timeout.
+	// ErrInvalidOption is returned by NewLister when an option is nil or its
+	// value is out of range, such as WithTimeout(0), and by Reader when its
+	// Lister or mapping function is nil.
 	ErrInvalidOption = errors.New("cri: invalid option")
 )
 
@@ -33,7 +34,7 @@ var (
 	ErrRuntimeNotResponding = errors.New("cri: runtime not answering")
 
 	// ErrTimeout is returned when the runtime accepted the connection but did
-	// not answer a call before its deadline (the [Timeout] option, or the
+	// not answer a call before its deadline (the [WithTimeout] option, or the
 	// caller's context if that expires first). The runtime is overloaded or
 	// hung. It also matches [ErrRuntimeNotResponding].
 	ErrTimeout = errors.New("cri: runtime did not answer in time")
@@ -45,7 +46,7 @@ var (
 	ErrUnsupportedAPI = errors.New("cri: runtime does not support CRI v1")
 
 	// ErrResponseTooLarge is returned when an answer from the runtime is
-	// larger than the receive limit (the [MaxReceiveSize] option). Raise the
+	// larger than the receive limit (the [WithMaxReceiveSize] option). Raise the
 	// limit; a node with thousands of pods needs more than gRPC's 4 MiB.
 	ErrResponseTooLarge = errors.New("cri: runtime answer larger than the receive limit")
 

@@ -2,10 +2,14 @@ package cri_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/phaseshift/phaseshift/source/cri"
 	"github.com/phaseshift/phaseshift/source/cri/critest"
@@ -29,19 +33,22 @@ func ExampleReader() {
 	}
 	defer srv.Close()
 
-	lister, err := cri.Dial(srv.Endpoint())
+	lister, err := cri.NewLister(srv.Endpoint())
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer lister.Close()
 
 	type owner struct{ Sandbox, Pod string }
-	legacy := cri.Reader(lister, func(sb cri.Sandbox) (netip.Addr, owner, bool) {
+	legacy, err := cri.Reader(lister, func(sb cri.Sandbox) (netip.Addr, owner, bool) {
 		if len(sb.IPs) == 0 {
 			return netip.Addr{}, owner{}, false
 		}
 		return sb.IPs[0], owner{sb.ID, sb.Namespace + "/" + sb.Name}, true
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	allocations, err := legacy.List(context.Background())
 	if err != nil {
@@ -58,4 +65,42 @@ func ExampleReader() {
 	// Output:
 	// 10.0.0.3 9b1c shop/db-0
 	// 10.0.0.7 3f2a shop/web-0
+}
+
+// A daemon may start before the container runtime: NewLister does not look
+// at the socket, and each call looks again, so the Lister finds the runtime
+// once it is up.
+func ExampleNewLister() {
+	dir, err := os.MkdirTemp("", "cri")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	socket := filepath.Join(dir, "containerd.sock")
+
+	lister, err := cri.NewLister("unix://"+socket, cri.WithTimeout(2*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lister.Close()
+
+	_, err = lister.Sandboxes(context.Background())
+	fmt.Println("runtime not started yet:", errors.Is(err, cri.ErrSocketMissing))
+
+	runtime := critest.New()
+	runtime.SetVersion("containerd", "v1.7.13")
+	srv, err := runtime.Serve(socket)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+
+	info, err := lister.Runtime(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("found", info)
+	// Output:
+	// runtime not started yet: true
+	// found containerd v1.7.13 (CRI v1)
 }

@@ -24,7 +24,7 @@ func startRuntime(t *testing.T, sandboxes ...critest.Sandbox) (*critest.Runtime,
 // dial returns a Lister for endpoint, closed when the test ends.
 func dial(t *testing.T, endpoint string, opts ...cri.Option) *cri.Lister {
 	t.Helper()
-	l, err := cri.Dial(endpoint, opts...)
+	l, err := cri.NewLister(endpoint, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, l.Close()) })
 	return l

@@ -23,10 +23,19 @@ import (
 //
 // The Reader does not implement source.Writer: the runtime learns of
 // sandboxes by creating them, so nothing is written back to it (see package
-// source, "Explicit and implicit writes"). A Reader made with a nil Lister
-// or function fails every List with ErrInvalidOption.
-func Reader[K comparable, V any](l *Lister, fn func(Sandbox) (K, V, bool)) source.Reader[K, V] {
-	return &reader[K, V]{l: l, fn: fn}
+// source, "Explicit and implicit writes").
+//
+// Reader fails with [ErrInvalidOption] when l or fn is nil, so that the
+// mistake shows when the daemon is set up rather than at its first restore.
+func Reader[K comparable, V any](l *Lister, fn func(Sandbox) (K, V, bool)) (source.Reader[K, V], error) {
+	switch {
+	case l == nil:
+		return nil, fmt.Errorf("%w: cri.Reader: the Lister is nil: make one with cri.NewLister", ErrInvalidOption)
+	case fn == nil:
+		return nil, fmt.Errorf("%w: cri.Reader: the mapping function is nil: "+
+			"pass one that turns a Sandbox into a key and value", ErrInvalidOption)
+	}
+	return &reader[K, V]{l: l, fn: fn}, nil
 }
 
 // reader deliberately has no Put or Delete; see Reader.
@@ -36,9 +45,6 @@ type reader[K comparable, V any] struct {
 }
 
 func (r *reader[K, V]) List(ctx context.Context) (map[K]V, error) {
-	if r.l == nil || r.fn == nil {
-		return nil, fmt.Errorf("%w: cri.Reader needs a Lister and a mapping function", ErrInvalidOption)
-	}
 	sandboxes, err := r.l.Sandboxes(ctx)
 	var listErr *source.ListError
 	if err != nil && !errors.As(err, &listErr) {

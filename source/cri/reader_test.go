@@ -32,7 +32,7 @@ func TestReader(t *testing.T) {
 	t.Run("maps sandboxes and skips what fn refuses", func(t *testing.T) {
 		rt, srv := startRuntime(t, pod("a", "10.0.0.2"), pod("b", "10.0.0.3"), pod("c", "10.0.0.4"))
 		rt.SetIPs("b")
-		got, err := cri.Reader(dial(t, srv.Endpoint()), byIP).List(ctx)
+		got, err := reader(t, dial(t, srv.Endpoint()), byIP).List(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, map[netip.Addr]string{ip("10.0.0.2"): "a", ip("10.0.0.4"): "c"}, got)
 	})
@@ -40,7 +40,7 @@ func TestReader(t *testing.T) {
 	t.Run("partial listing passes through", func(t *testing.T) {
 		rt, srv := startRuntime(t, pod("a", "10.0.0.2"), pod("b", "10.0.0.3"))
 		rt.FailStatus("b", status.Error(codes.Internal, "boom"))
-		got, err := cri.Reader(dial(t, srv.Endpoint()), byIP).List(ctx)
+		got, err := reader(t, dial(t, srv.Endpoint()), byIP).List(ctx)
 		assert.Equal(t, map[netip.Addr]string{ip("10.0.0.2"): "a"}, got)
 		assert.True(t, source.Partial(err))
 		var sbErr *cri.SandboxError
@@ -50,7 +50,7 @@ func TestReader(t *testing.T) {
 
 	t.Run("failed listing returns no entries", func(t *testing.T) {
 		l := dial(t, filepath.Join(t.TempDir(), "containerd.sock"))
-		got, err := cri.Reader(l, byIP).List(ctx)
+		got, err := reader(t, l, byIP).List(ctx)
 		assert.Nil(t, got)
 		assert.ErrorIs(t, err, cri.ErrSocketMissing)
 		assert.False(t, source.Partial(err))
@@ -68,7 +68,7 @@ func TestReader(t *testing.T) {
 				n, o := fresh, old
 				n.ID, o.ID = newID, oldID
 				_, srv := startRuntime(t, n, o, pod("other", "10.0.0.9"))
-				got, err := cri.Reader(dial(t, srv.Endpoint()), byIP).List(ctx)
+				got, err := reader(t, dial(t, srv.Endpoint()), byIP).List(ctx)
 				assert.Equal(t, map[netip.Addr]string{ip("10.0.0.2"): newID, ip("10.0.0.9"): "other"}, got)
 				assert.True(t, source.Partial(err))
 				assert.ErrorIs(t, err, cri.ErrDuplicateKey)
@@ -81,19 +81,30 @@ func TestReader(t *testing.T) {
 	})
 
 	t.Run("is not a source.Writer", func(t *testing.T) {
-		r := cri.Reader(dial(t, "/run/containerd/containerd.sock"), byIP)
+		r := reader(t, dial(t, "/run/containerd/containerd.sock"), byIP)
 		_, isWriter := r.(source.Writer[netip.Addr, string])
 		assert.False(t, isWriter, "CRI learns of sandboxes from the runtime; nothing may write to it")
 	})
 
 	t.Run("needs a Lister and a function", func(t *testing.T) {
 		l := dial(t, "/run/containerd/containerd.sock")
-		for _, r := range []source.Reader[netip.Addr, string]{cri.Reader[netip.Addr, string](l, nil), cri.Reader(nil, byIP)} {
-			var got map[netip.Addr]string
-			var err error
-			require.NotPanics(t, func() { got, err = r.List(context.Background()) })
-			require.ErrorIs(t, err, cri.ErrInvalidOption)
-			assert.Nil(t, got)
-		}
+		r, err := cri.Reader[netip.Addr, string](l, nil)
+		assert.Nil(t, r)
+		assert.ErrorIs(t, err, cri.ErrInvalidOption)
+		assert.ErrorContains(t, err, "mapping function is nil")
+
+		r, err = cri.Reader(nil, byIP)
+		assert.Nil(t, r)
+		assert.ErrorIs(t, err, cri.ErrInvalidOption)
+		assert.ErrorContains(t, err, "Lister is nil")
 	})
+}
+
+// reader returns a Reader over l with fn, failing the test if it cannot be
+// made.
+func reader[K comparable, V any](t *testing.T, l *cri.Lister, fn func(cri.Sandbox) (K, V, bool)) source.Reader[K, V] {
+	t.Helper()
+	r, err := cri.Reader(l, fn)
+	require.NoError(t, err)
+	return r
 }

@@ -3,12 +3,8 @@ package cri_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,63 +22,6 @@ import (
 	"github.com/phaseshift/phaseshift/source/cri"
 	"github.com/phaseshift/phaseshift/source/cri/critest"
 )
-
-func TestDial(t *testing.T) {
-	for _, endpoint := range []string{"unix:///run/containerd/containerd.sock", "/run/containerd/containerd.sock"} {
-		t.Run("accepts "+endpoint, func(t *testing.T) {
-			// The socket does not exist here: Dial must not look.
-			l, err := cri.Dial(endpoint)
-			require.NoError(t, err)
-			assert.Equal(t, endpoint, l.Endpoint())
-			assert.NoError(t, l.Close())
-		})
-	}
-
-	for name, endpoint := range map[string]string{
-		"rejects empty":         "",
-		"rejects tcp":           "tcp://127.0.0.1:10010",
-		"rejects npipe":         "npipe:////./pipe/containerd-containerd",
-		"rejects relative path": "run/containerd/containerd.sock",
-		"rejects unix relative": "unix://run/containerd/containerd.sock",
-		"rejects too long path": "unix:///" + strings.Repeat("d/", 60) + "containerd.sock",
-	} {
-		t.Run(name, func(t *testing.T) {
-			l, err := cri.Dial(endpoint)
-			require.Error(t, err)
-			assert.Nil(t, l)
-			assert.ErrorIs(t, err, cri.ErrInvalidEndpoint)
-			if name != "rejects too long path" {
-				assert.Contains(t, err.Error(), "unix:///path", "the error should say what is accepted")
-			}
-		})
-	}
-
-	t.Run("rejects invalid options", func(t *testing.T) {
-		for _, opt := range []cri.Option{cri.Timeout(0), cri.Timeout(-time.Second), cri.MaxReceiveSize(0)} {
-			_, err := cri.Dial("/run/containerd/containerd.sock", opt)
-			assert.ErrorIs(t, err, cri.ErrInvalidOption)
-		}
-	})
-}
-
-func TestClose(t *testing.T) {
-	_, srv := startRuntime(t, pod("a", "10.0.0.2"))
-	l, err := cri.Dial(srv.Endpoint())
-	require.NoError(t, err)
-	_, err = l.Sandboxes(context.Background())
-	require.NoError(t, err)
-
-	t.Run("is idempotent", func(t *testing.T) {
-		assert.NoError(t, l.Close())
-		assert.NoError(t, l.Close())
-	})
-	t.Run("later calls fail with ErrClosed", func(t *testing.T) {
-		_, err := l.Sandboxes(context.Background())
-		assert.ErrorIs(t, err, cri.ErrClosed)
-		_, err = l.Runtime(context.Background())
-		assert.ErrorIs(t, err, cri.ErrClosed)
-	})
-}
 
 func TestSandboxes(t *testing.T) {
 	ctx := context.Background()
@@ -112,10 +51,10 @@ func TestSandboxes(t *testing.T) {
 		assert.Equal(t, []string{"a"}, ids(got))
 	})
 
-	t.Run("host network kept with IncludeHostNetwork", func(t *testing.T) {
+	t.Run("host network kept with WithHostNetworkSandboxes", func(t *testing.T) {
 		rt, srv := startRuntime(t, pod("a", "10.0.0.2"), pod("node-exporter", "192.168.1.10"))
 		rt.SetHostNetwork("node-exporter", true)
-		got, err := dial(t, srv.Endpoint(), cri.IncludeHostNetwork()).Sandboxes(ctx)
+		got, err := dial(t, srv.Endpoint(), cri.WithHostNetworkSandboxes()).Sandboxes(ctx)
 		require.NoError(t, err)
 		require.Equal(t, []string{"a", "node-exporter"}, ids(got))
 		assert.False(t, got[0].HostNetwork)
@@ -202,7 +141,7 @@ func TestSandboxes(t *testing.T) {
 	t.Run("one sandbox whose status hangs is partial", func(t *testing.T) {
 		rt, srv := startRuntime(t, pod("a", "10.0.0.2"), pod("b", "10.0.0.3"), pod("c", "10.0.0.4"))
 		rt.DelayStatus("b", time.Minute)
-		got, err := dial(t, srv.Endpoint(), cri.Timeout(300*time.Millisecond)).Sandboxes(ctx)
+		got, err := dial(t, srv.Endpoint(), cri.WithTimeout(300*time.Millisecond)).Sandboxes(ctx)
 		assert.Equal(t, []string{"a", "c"}, ids(got))
 		assert.True(t, source.Partial(err))
 		assert.ErrorIs(t, err, cri.ErrTimeout)
@@ -297,11 +236,12 @@ func TestSandboxes(t *testing.T) {
 			assert.Greater(t, listSize, 4<<20, "the answer must exceed gRPC's default limit for this test to mean anything")
 		})
 		t.Run("refused with a 4 MiB limit", func(t *testing.T) {
-			got, err := dial(t, srv.Endpoint(), cri.MaxReceiveSize(4<<20)).Sandboxes(ctx)
+			got, err := dial(t, srv.Endpoint(), cri.WithMaxReceiveSize(4<<20)).Sandboxes(ctx)
 			assert.Nil(t, got)
 			assert.ErrorIs(t, err, cri.ErrResponseTooLarge)
+			assert.Equal(t, codes.ResourceExhausted, status.Code(err), "the gRPC status must stay reachable")
 			assert.False(t, source.Partial(err))
-			assert.Contains(t, err.Error(), "MaxReceiveSize")
+			assert.Contains(t, err.Error(), "WithMaxReceiveSize")
 		})
 	})
 
@@ -311,7 +251,7 @@ func TestSandboxes(t *testing.T) {
 		rt, srv := startRuntime(t, sb, pod("b", "not-an-ip"), pod("c", "10.0.0.4"))
 		rt.SetHostNetwork("c", true)
 		core, logs := observer.New(zapcore.DebugLevel)
-		_, err := dial(t, srv.Endpoint(), cri.Logger(zap.New(core))).Sandboxes(ctx)
+		_, err := dial(t, srv.Endpoint(), cri.WithLogger(zap.New(core))).Sandboxes(ctx)
 		require.True(t, source.Partial(err))
 
 		var sawID bool
@@ -321,196 +261,5 @@ func TestSandboxes(t *testing.T) {
 			sawID = sawID || entry.ContextMap()["sandbox"] == "b"
 		}
 		assert.True(t, sawID, "the sandbox that failed should be logged by ID")
-	})
-}
-
-func TestSandboxesErrors(t *testing.T) {
-	ctx := context.Background()
-
-	t.Run("socket missing", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "containerd", "containerd.sock")
-		start := time.Now()
-		_, err := dial(t, "unix://"+path).Sandboxes(ctx)
-		assert.ErrorIs(t, err, cri.ErrSocketMissing)
-		assert.ErrorIs(t, err, os.ErrNotExist)
-		assert.Contains(t, err.Error(), "runtime socket "+path+" does not exist")
-		assert.Contains(t, err.Error(), "is containerd running?")
-		assert.Contains(t, err.Error(), "unix:///var/run/crio/crio.sock")
-		assert.Less(t, time.Since(start), time.Second)
-	})
-
-	t.Run("directory where the socket should be", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "crio.sock")
-		require.NoError(t, os.Mkdir(path, 0o755))
-		_, err := dial(t, path).Sandboxes(ctx)
-		assert.ErrorIs(t, err, cri.ErrSocketMissing)
-		assert.Contains(t, err.Error(), "is a directory, not a socket")
-		assert.Contains(t, err.Error(), "is CRI-O running?")
-	})
-
-	t.Run("runtime stopped, socket file left", func(t *testing.T) {
-		_, srv := startRuntime(t, pod("a", "10.0.0.2"))
-		l := dial(t, srv.Endpoint())
-		_, err := l.Sandboxes(ctx)
-		require.NoError(t, err)
-
-		srv.Kill()
-		require.FileExists(t, srv.Path)
-		start := time.Now()
-		_, err = l.Sandboxes(ctx)
-		assert.ErrorIs(t, err, cri.ErrRuntimeNotResponding)
-		assert.NotErrorIs(t, err, cri.ErrTimeout)
-		assert.Contains(t, err.Error(), "runtime not answering at "+srv.Endpoint())
-		assert.Less(t, time.Since(start), 2*time.Second, "a refused connection must fail fast, not wait out the timeout")
-	})
-
-	t.Run("stale socket file at the first call", func(t *testing.T) {
-		dir, err := os.MkdirTemp("", "cri")
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = os.RemoveAll(dir) })
-		path := filepath.Join(dir, "containerd.sock")
-		lis, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-		require.NoError(t, err)
-		lis.SetUnlinkOnClose(false)
-		require.NoError(t, lis.Close())
-
-		_, err = dial(t, path).Sandboxes(ctx)
-		assert.ErrorIs(t, err, cri.ErrRuntimeNotResponding)
-		assert.ErrorIs(t, err, syscall.ECONNREFUSED)
-		assert.Contains(t, err.Error(), "runtime not answering at "+path)
-		assert.Contains(t, err.Error(), "connection refused")
-	})
-
-	t.Run("runtime slower than the timeout", func(t *testing.T) {
-		rt, srv := startRuntime(t, pod("a", "10.0.0.2"))
-		rt.SetDelay(time.Minute)
-		start := time.Now()
-		_, err := dial(t, srv.Endpoint(), cri.Timeout(100*time.Millisecond)).Sandboxes(ctx)
-		assert.Less(t, time.Since(start), 2*time.Second)
-		assert.ErrorIs(t, err, cri.ErrTimeout)
-		assert.ErrorIs(t, err, cri.ErrRuntimeNotResponding)
-		assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
-		assert.Contains(t, err.Error(), srv.Endpoint())
-		assert.Contains(t, err.Error(), "within 100ms")
-	})
-
-	t.Run("runtime hangs after listing", func(t *testing.T) {
-		rt, srv := startRuntime(t)
-		for i := range 40 {
-			id := fmt.Sprintf("sb-%02d", i)
-			rt.Add(pod(id, fmt.Sprintf("10.0.0.%d", i+2)))
-			rt.DelayStatus(id, time.Minute)
-		}
-		start := time.Now()
-		got, err := dial(t, srv.Endpoint(), cri.Timeout(200*time.Millisecond)).Sandboxes(ctx)
-		assert.Less(t, time.Since(start), 2*time.Second, "a hung runtime must not be waited out sandbox by sandbox")
-		assert.Nil(t, got)
-		assert.False(t, source.Partial(err), "a runtime that stopped answering is not a per-sandbox problem")
-		assert.ErrorIs(t, err, cri.ErrTimeout)
-		assert.Contains(t, err.Error(), "stopped answering")
-	})
-
-	t.Run("caller's deadline first", func(t *testing.T) {
-		rt, srv := startRuntime(t, pod("a", "10.0.0.2"))
-		rt.SetDelay(time.Minute)
-		ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-		defer cancel()
-		_, err := dial(t, srv.Endpoint()).Sandboxes(ctx)
-		assert.ErrorIs(t, err, cri.ErrTimeout)
-		assert.Contains(t, err.Error(), "before the caller's deadline")
-	})
-
-	t.Run("caller cancels", func(t *testing.T) {
-		rt, srv := startRuntime(t, pod("a", "10.0.0.2"))
-		rt.SetDelay(time.Minute)
-		ctx, cancel := context.WithCancel(ctx)
-		time.AfterFunc(50*time.Millisecond, cancel)
-		_, err := dial(t, srv.Endpoint()).Sandboxes(ctx)
-		assert.ErrorIs(t, err, context.Canceled)
-		assert.NotErrorIs(t, err, cri.ErrTimeout)
-	})
-
-	t.Run("runtime without CRI v1", func(t *testing.T) {
-		rt, srv := startRuntime(t, pod("a", "10.0.0.2"))
-		rt.SetVersion("containerd", "v1.5.18")
-		rt.SetV1Unimplemented(true)
-		_, err := dial(t, srv.Endpoint()).Sandboxes(ctx)
-		assert.ErrorIs(t, err, cri.ErrUnsupportedAPI)
-		assert.Equal(t, codes.Unimplemented, status.Code(err))
-		assert.Contains(t, err.Error(), "containerd v1.5.18")
-		assert.Contains(t, err.Error(), "does not support CRI v1, only v1alpha2")
-	})
-}
-
-func TestRuntime(t *testing.T) {
-	ctx := context.Background()
-
-	t.Run("reports name and versions", func(t *testing.T) {
-		rt, srv := startRuntime(t)
-		rt.SetVersion("containerd", "v1.7.13")
-		info, err := dial(t, srv.Endpoint()).Runtime(ctx)
-		require.NoError(t, err)
-		assert.Equal(t, cri.RuntimeInfo{Name: "containerd", Version: "v1.7.13", APIVersion: "v1"}, info)
-		assert.Equal(t, "containerd v1.7.13 (CRI v1)", info.String())
-	})
-
-	t.Run("asks once", func(t *testing.T) {
-		rt, srv := startRuntime(t, pod("a", "10.0.0.2"))
-		l := dial(t, srv.Endpoint())
-		for range 3 {
-			_, err := l.Sandboxes(ctx)
-			require.NoError(t, err)
-		}
-		_, err := l.Runtime(ctx)
-		require.NoError(t, err)
-		assert.Equal(t, 1, rt.Calls("Version"))
-	})
-
-	t.Run("asks again after a failure", func(t *testing.T) {
-		rt, srv := startRuntime(t, pod("a", "10.0.0.2"))
-		l := dial(t, srv.Endpoint())
-		rt.SetV1Unimplemented(true)
-		_, err := l.Sandboxes(ctx)
-		require.ErrorIs(t, err, cri.ErrUnsupportedAPI)
-
-		rt.SetV1Unimplemented(false)
-		got, err := l.Sandboxes(ctx)
-		require.NoError(t, err)
-		assert.Equal(t, []string{"a"}, ids(got))
-		_, err = l.Sandboxes(ctx)
-		require.NoError(t, err)
-		assert.Equal(t, 2, rt.Calls("Version"))
-	})
-
-	t.Run("unsupported runtime that does not say what it is", func(t *testing.T) {
-		rt, srv := startRuntime(t)
-		rt.SetVersion("", "")
-		rt.SetV1Unimplemented(true)
-		_, err := dial(t, srv.Endpoint()).Runtime(ctx)
-		assert.ErrorIs(t, err, cri.ErrUnsupportedAPI)
-		assert.Contains(t, err.Error(), "does not support CRI v1")
-	})
-
-	t.Run("finds a restarted runtime", func(t *testing.T) {
-		rt, srv := startRuntime(t, pod("a", "10.0.0.2"))
-		l := dial(t, srv.Endpoint())
-		_, err := l.Sandboxes(ctx)
-		require.NoError(t, err)
-		srv.Close()
-
-		_, err = l.Sandboxes(ctx)
-		require.ErrorIs(t, err, cri.ErrSocketMissing)
-
-		dir := filepath.Dir(srv.Path)
-		require.NoError(t, os.MkdirAll(dir, 0o700))
-		t.Cleanup(func() { _ = os.RemoveAll(dir) })
-		again, err := rt.Serve(srv.Path)
-		require.NoError(t, err)
-		t.Cleanup(again.Close)
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			got, err := l.Sandboxes(ctx)
-			assert.NoError(c, err)
-			assert.Equal(c, []string{"a"}, ids(got))
-		}, 5*time.Second, 50*time.Millisecond)
 	})
 }
