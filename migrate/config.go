@@ -17,8 +17,11 @@ import (
 //
 //   - Commit(ctx, checkpoint.Meta, []checkpoint.Change[K, V]) error saves only
 //     what a write changed, instead of building a whole Snapshot per write;
-//   - BootID() string gives the current boot for the boot epoch when
-//     Config.BootID is empty;
+//   - BootID() string gives the current boot and turns the boot epoch on:
+//     a checkpoint written in another boot is stale and discarded (its
+//     state died with the reboot), one that records no boot is kept.
+//     checkpoint.File and checkpoint.Memory have it when opened with
+//     checkpoint.WithBootID;
 //   - Close() error is called by Store.Close.
 type Checkpoint[K comparable, V any] interface {
 	Load(ctx context.Context) (checkpoint.Snapshot[K, V], error)
@@ -134,13 +137,6 @@ type Config[K comparable, V any] struct {
 	// Meta.Writer, so that an operator can tell which build wrote it.
 	Version string
 
-	// BootID enables the boot epoch: a checkpoint written in another boot
-	// is stale and discarded (its state died with the reboot); one that
-	// records no boot, written before the epoch was turned on, is kept. Use
-	// checkpoint.KernelBootID. When empty, the boot ID of the Checkpoint
-	// is used if it has one: opening a checkpoint.File with
-	// checkpoint.WithBootID is enough to turn the epoch on.
-	BootID string
 
 	// Logger receives the restore report and write failures: keys, counts
 	// and paths, never values. Nil means no logging.

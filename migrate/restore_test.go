@@ -354,8 +354,9 @@ func runRestoreCase(t *testing.T, c setup, p migrate.Phase, explicit, strict boo
 	before := w.cp.Bytes()
 	want := c.want(p, explicit, strict)
 
-	cfg := migrate.Config[string, int]{Phase: p, Strict: strict, BootID: "boot-1"}
-	cfg.Checkpoint = w.cp.Reopen() // phase 0 too: it marks the file behind legacy
+	cfg := migrate.Config[string, int]{Phase: p, Strict: strict}
+	// Phase 0 too: it marks the file behind legacy. The boot epoch is on.
+	cfg.Checkpoint = w.cp.Reopen(checkpoint.WithBootID(func() (string, error) { return "boot-1", nil }))
 	s := w.open(t, cfg)
 	r, err := s.Restore(ctx)
 
@@ -406,7 +407,7 @@ func runRestoreCase(t *testing.T, c setup, p migrate.Phase, explicit, strict boo
 		require.NoError(t, err)
 		assert.Equal(t, want.ckptAfter, snap.Entries, "checkpoint afterwards")
 		assert.Equal(t, want.ckptPhase, snap.Meta.Phase)
-		assert.Equal(t, cfg.BootID, snap.Meta.BootID)
+		assert.Equal(t, "boot-1", snap.Meta.BootID)
 	} else if !want.quarantined {
 		assert.Equal(t, before, w.cp.Bytes(), "the checkpoint is not rewritten")
 	}

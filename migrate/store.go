@@ -131,11 +131,8 @@ func New[K comparable, V any](cfg Config[K, V]) (*Store[K, V], error) {
 			s.commit = c
 		}
 	}
-	s.bootID = cfg.BootID
-	if s.bootID == "" {
-		if b, ok := cfg.Checkpoint.(bootIDer); ok {
-			s.bootID = b.BootID()
-		}
+	if b, ok := cfg.Checkpoint.(bootIDer); ok {
+		s.bootID = b.BootID()
 	}
 	s.meta = checkpoint.Meta{Phase: cfg.Phase.String(), Writer: cfg.Version, BootID: s.bootID}
 	s.state = state[K, V]{vals: map[K]V{}}

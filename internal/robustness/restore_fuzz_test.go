@@ -29,8 +29,8 @@ import (
 //	        4-5 listing (0, 3 complete; 1 partial: the hidden entries are
 //	        missing and a *source.ListError comes with the rest; 2 failed),
 //	        6 PruneOrphans, 7 VolatileLegacy
-//	flags1: bit 0 no checkpoint file, 1-2 boot epoch (off, Config.BootID,
-//	        the checkpoint's WithBootID, both; the boot is "boot-now"),
+//	flags1: bit 0 no checkpoint file, 1-2 boot epoch (off, or on through
+//	        checkpoint.WithBootID in the three other modes; the boot is "boot-now"),
 //	        3 Verify
 //	then a count n (mod 8) and n pairs (key byte, value): key "k<b%8>",
 //	hidden from a partial listing when b&8; the rest is the file.
@@ -150,8 +150,8 @@ func restoreSeeds() [][]byte {
 	n := 0
 	add := func(f seedFile, c restoreCase, legacyList []byte) {
 		f0 := byte(c.phase) | bit(c.strict)<<2 | bit(c.explicit)<<3 | byte(c.list)<<4 | bit(c.prune)<<6 | bit(c.volatile)<<7
-		// The epoch's source in turn (off, Config.BootID, the file's
-		// WithBootID, both); a file that records a boot gets it on.
+		// The epoch off or on in turn; a file that records a boot gets it
+		// on.
 		epoch := byte(n % 4)
 		if f.boot {
 			epoch = byte(1 + n%3)
@@ -425,7 +425,7 @@ type observed struct {
 func restoreOnce(t *testing.T, c restoreCase) observed {
 	ctx := context.Background()
 	var opts []checkpoint.Option
-	if c.epoch == epochFile || c.epoch == epochBoth {
+	if c.epoch != epochOff {
 		opts = append(opts, checkpoint.WithBootID(func() (string, error) { return bootNow, nil }))
 	}
 	cp := checkpoint.NewMemory[string, int](opts...)
@@ -435,9 +435,6 @@ func restoreOnce(t *testing.T, c restoreCase) observed {
 	cfg := migrate.Config[string, int]{
 		Phase: c.phase, Legacy: legacyFor(c, fake), Checkpoint: cp,
 		Strict: c.strict, PruneOrphans: c.prune, VolatileLegacy: c.volatile, Verify: c.verify,
-	}
-	if c.epoch == epochConfig || c.epoch == epochBoth {
-		cfg.BootID = bootNow
 	}
 	s, err := migrate.New(cfg)
 	if err != nil {

@@ -18,8 +18,8 @@ import (
 // daemon does (Match, Equal, Merge, Strict, PruneOrphans, VolatileLegacy,
 // Logger). The harness sets Phase and builds the Store with migrate.New.
 // cp is nil for a phase-0 step of the old binary, which knows nothing of the
-// checkpoint (see Config.NewBinaryInPhase0). Leave BootID empty: each
-// simulated boot has its own ID, which the Store reads from cp. Match,
+// checkpoint (see Config.NewBinaryInPhase0). cp carries the boot epoch:
+// each simulated boot has its own ID, which the Store reads from it. Match,
 // Equal and VolatileLegacy must not depend on the phase.
 type Factory[K comparable, V any] func(phase migrate.Phase, legacy source.Reader[K, V], cp migrate.Checkpoint[K, V]) (migrate.Config[K, V], error)
 
