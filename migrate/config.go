@@ -137,7 +137,6 @@ type Config[K comparable, V any] struct {
 	// Meta.Writer, so that an operator can tell which build wrote it.
 	Version string
 
-
 	// Logger receives the restore report and write failures: keys, counts
 	// and paths, never values. Nil means no logging.
 	Logger *zap.Logger

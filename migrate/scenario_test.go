@@ -8,32 +8,24 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/internal/testcni"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/migrate/migratetest"
 	"github.com/phaseshift/phaseshift/source"
 )
 
 // ipamKey is the CNI spec's key for IPAM state.
-type ipamKey struct {
-	Network     string `json:"network"`
-	ContainerID string `json:"containerID"`
-	IfName      string `json:"ifName"`
-}
+type ipamKey = testcni.Key
 
 type ipamVal struct {
 	IP string `json:"ip"`
 }
 
-// byContainer is the Match of an IPAM store: CRI knows only the sandbox.
-func byContainer(k ipamKey) ipamKey { return ipamKey{ContainerID: k.ContainerID} }
-
-func real(id string) ipamKey { return ipamKey{Network: "aws-cni", ContainerID: id, IfName: "eth0"} }
-
-// fromCRI is how an entry learned from CRI looks: CRI does not record the
-// network name or the interface.
-func fromCRI(id string) ipamKey {
-	return ipamKey{Network: "_migrated-from-cri", ContainerID: id, IfName: "unknown"}
-}
+var (
+	byContainer = testcni.ByContainer
+	real        = testcni.Real
+	fromCRI     = testcni.FromCRI
+)
 
 // node is a node in the VPC CNI story: the runtime (CRI, an implicit
 // legacy), a checkpoint that survives restarts, and the daemon's Store,

@@ -4,16 +4,14 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/phaseshift/phaseshift/internal/testcni"
 )
 
 // Key and Alloc are the entries of the benchmarks: an IPAM key as the CNI
 // spec defines it (a 64-hex-digit container ID, as containerd makes them)
 // and an allocation, about 200 bytes of JSON each.
-type Key struct {
-	Network     string `json:"network"`
-	ContainerID string `json:"containerID"`
-	IfName      string `json:"ifName"`
-}
+type Key = testcni.Key
 
 // Alloc is the value of an entry.
 type Alloc struct {

@@ -14,25 +14,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/internal/testcni"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/migrate/migratetest"
 	"github.com/phaseshift/phaseshift/source"
 )
 
-// ipamKey, byContainer and fromCRI are the IPAM adapters of the VPC CNI
-// case: CRI shows a sandbox under placeholder network and interface names.
-type ipamKey struct {
-	Network     string `json:"network"`
-	ContainerID string `json:"containerID"`
-	IfName      string `json:"ifName"`
-}
+// ipamKey and byContainer are the IPAM adapters of the VPC CNI case: CRI
+// shows a sandbox under placeholder network and interface names.
+type ipamKey = testcni.Key
 
 type alloc struct {
 	IP    string    `json:"ip"`
 	Since time.Time `json:"since"`
 }
 
-func byContainer(k ipamKey) ipamKey { return ipamKey{ContainerID: k.ContainerID} }
+var byContainer = testcni.ByContainer
 
 type ipamFactory = migratetest.Factory[ipamKey, alloc]
 
@@ -46,7 +43,7 @@ func ipamConfig() migratetest.Config[ipamKey, alloc] {
 			}, nil
 		},
 		Key: func(i int) ipamKey {
-			return ipamKey{Network: "aws-cni", ContainerID: fmt.Sprintf("c%03d", i), IfName: "eth0"}
+			return testcni.Real(fmt.Sprintf("c%03d", i))
 		},
 		Value: func(rng *rand.Rand, _ ipamKey) alloc {
 			return alloc{IP: fmt.Sprintf("10.0.%d.%d", rng.IntN(4), rng.IntN(250)), Since: time.Unix(rng.Int64N(1e9), 0).UTC()}
@@ -54,7 +51,7 @@ func ipamConfig() migratetest.Config[ipamKey, alloc] {
 		// CRI knows the sandbox and its IP, not the network, the interface
 		// or when the IP was assigned.
 		View: func(k ipamKey, v alloc) (ipamKey, alloc) {
-			return ipamKey{Network: "_migrated-from-cri", ContainerID: k.ContainerID, IfName: "unknown"}, alloc{IP: v.IP}
+			return testcni.FromCRI(k.ContainerID), alloc{IP: v.IP}
 		},
 		Immutable: true,
 		Seed:      1,
