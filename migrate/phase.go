@@ -73,18 +73,6 @@ func (p *Phase) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// RestoresFromLegacy reports whether Restore serves what the legacy source
-// holds (phases 0 and 1), as opposed to the checkpoint (phases 2 and 3).
-func (p Phase) RestoresFromLegacy() bool { return p == PhaseLegacy || p == PhaseExpand }
-
-// RestoresFromCheckpoint reports whether Restore serves what the checkpoint
-// holds (phases 2 and 3).
-func (p Phase) RestoresFromCheckpoint() bool { return p == PhaseMigrate || p == PhaseContract }
-
-// ReconcilesWithLegacy reports whether Restore reconciles the checkpoint
-// against legacy, backfilling what only legacy has (phase 2).
-func (p Phase) ReconcilesWithLegacy() bool { return p == PhaseMigrate }
-
 // WritesLegacy reports whether writes go to the legacy source (phases 0 to
 // 2), when it takes explicit writes.
 func (p Phase) WritesLegacy() bool { return p >= PhaseLegacy && p <= PhaseMigrate }
@@ -92,8 +80,3 @@ func (p Phase) WritesLegacy() bool { return p >= PhaseLegacy && p <= PhaseMigrat
 // WritesCheckpoint reports whether writes go to the checkpoint (phases 1
 // to 3).
 func (p Phase) WritesCheckpoint() bool { return p >= PhaseExpand && p <= PhaseContract }
-
-// primaryIsLegacy reports whether a write goes to legacy before the
-// checkpoint: the side a phase restores from is written first, so that a
-// failure on the other side never leaves the restore side behind.
-func (p Phase) primaryIsLegacy() bool { return p.RestoresFromLegacy() }

@@ -31,18 +31,18 @@ func TestParsePhase(t *testing.T) {
 }
 
 func TestPhaseNamesAndSides(t *testing.T) {
-	type sides struct{ fromLegacy, fromCheckpoint, reconciles, writesLegacy, writesCheckpoint bool }
+	type sides struct{ writesLegacy, writesCheckpoint bool }
 	for p, want := range map[migrate.Phase]struct {
 		name string
 		sides
 	}{
-		migrate.PhaseLegacy:   {"legacy", sides{true, false, false, true, false}},
-		migrate.PhaseExpand:   {"expand", sides{true, false, false, true, true}},
-		migrate.PhaseMigrate:  {"migrate", sides{false, true, true, true, true}},
-		migrate.PhaseContract: {"contract", sides{false, true, false, false, true}},
+		migrate.PhaseLegacy:   {"legacy", sides{true, false}},
+		migrate.PhaseExpand:   {"expand", sides{true, true}},
+		migrate.PhaseMigrate:  {"migrate", sides{true, true}},
+		migrate.PhaseContract: {"contract", sides{false, true}},
 	} {
 		assert.Equal(t, want.name, p.String())
-		assert.Equal(t, want.sides, sides{p.RestoresFromLegacy(), p.RestoresFromCheckpoint(), p.ReconcilesWithLegacy(), p.WritesLegacy(), p.WritesCheckpoint()}, p.String())
+		assert.Equal(t, want.sides, sides{p.WritesLegacy(), p.WritesCheckpoint()}, p.String())
 		b, err := p.MarshalText()
 		require.NoError(t, err)
 		var q migrate.Phase

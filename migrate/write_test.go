@@ -85,13 +85,10 @@ func TestWriteFailures(t *testing.T) {
 					case "legacy":
 						w.exp.FailWrites(0, 1, boom)
 					case "legacy-undo":
-						// The checkpoint fails after legacy took the write;
-						// in phase 2 legacy fails after the checkpoint did.
-						if p.RestoresFromLegacy() {
-							w.cp.FailSaves(1, boom)
-						} else {
-							w.exp.FailWrites(0, 1, boom)
-						}
+						// The checkpoint fails after legacy took the write,
+						// which is undone: legacy is written first in every
+						// phase that writes both.
+						w.cp.FailSaves(1, boom)
 					}
 					var err error
 					if del {
@@ -100,7 +97,7 @@ func TestWriteFailures(t *testing.T) {
 						err = s.Put(ctx, "a", 100)
 					}
 					require.ErrorIs(t, err, boom)
-					if side == "checkpoint" || (side == "legacy-undo" && p.RestoresFromLegacy()) {
+					if side == "checkpoint" || side == "legacy-undo" {
 						require.ErrorIs(t, err, migrate.ErrCheckpointWrite)
 					} else {
 						require.ErrorIs(t, err, migrate.ErrLegacyWrite)
@@ -113,9 +110,7 @@ func TestWriteFailures(t *testing.T) {
 						snap, err := w.checkpointEntries(t)
 						require.NoError(t, err)
 						assert.Equal(t, start, snap.Entries, "the checkpoint holds the previous commit")
-						if side == "checkpoint" || p.RestoresFromLegacy() {
-							assert.Equal(t, ckBefore, w.cp.Bytes(), "the checkpoint was never replaced")
-						}
+						assert.Equal(t, ckBefore, w.cp.Bytes(), "the checkpoint was never replaced")
 					}
 					assert.Equal(t, start, w.impl.Snapshot(), "legacy holds the previous commit (compensated if it took the write)")
 
