@@ -6,13 +6,7 @@
 // container runtime's pod sandboxes, package source/cri) with a checkpoint
 // (package checkpoint). Its [Phase], usually a flag of the daemon, decides
 // where [Store.Restore] reads from after a restart and where every [Store.Put],
-// [Store.Delete] and [Store.Update] goes:
-//
-//	phase  name      restore reads                              writes go to
-//	0      legacy    legacy                                     legacy
-//	1      expand    legacy, then rewrites the checkpoint       legacy + checkpoint
-//	2      migrate   checkpoint, reconciled against legacy      checkpoint + legacy
-//	3      contract  checkpoint                                 checkpoint
+// [Store.Delete] and [Store.Update] goes (the table is on [Phase]).
 //
 // Phase 0 is what the old version did, so one binary can ship with the
 // phase as a flag. A legacy source that takes no explicit writes (a

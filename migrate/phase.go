@@ -9,14 +9,16 @@ import (
 // Phase is a step of the expand/contract rollout. It decides where Restore
 // reads from and where every write goes:
 //
-//	phase  name      restore reads                              writes go to
-//	0      legacy    legacy                                     legacy
-//	1      expand    legacy, then rewrites the checkpoint       legacy + checkpoint
-//	2      migrate   checkpoint, reconciled against legacy      checkpoint + legacy
-//	3      contract  checkpoint                                 checkpoint
+//	phase  name      restore reads                                   writes go to
+//	0      legacy    legacy                                          legacy
+//	1      expand    legacy's entries, with the checkpoint's records  legacy, then the checkpoint
+//	                 where legacy agrees; rewrites the checkpoint
+//	2      migrate   the checkpoint, reconciled against legacy       legacy, then the checkpoint
+//	3      contract  the checkpoint                                  the checkpoint
 //
 // A legacy source that takes no explicit writes (it has no source.Writer,
 // like CRI) is never written; phases 2 and 3 then differ only in restore.
+// The package documentation has every restore rule.
 type Phase int
 
 // The phases, in rollout order.
