@@ -41,6 +41,10 @@ type rule struct {
 	path  string // "" matches any path
 	err   error
 	times int // how many more calls fail; < 0 for ever
+	// A pause rule (set by Pause) holds the next matching call instead of
+	// failing it: reached is closed when the call arrives, and the call
+	// goes on once release is closed.
+	reached, release chan struct{}
 }
 
 // Faulty is an fsys.FS that passes every call to FS unless a fault set with
@@ -68,6 +72,22 @@ func (f *Faulty) Fail(op, path string, err error, times int) {
 	f.rules = append(f.rules, rule{op: op, path: path, err: err, times: times})
 }
 
+// Pause holds the next call of op on path (path "" matches every path)
+// until release is called, so that a test can act while, say, a save has
+// created its temporary file and not yet renamed it. reached is closed when
+// the call arrives. Call release exactly once; the call then goes on to the
+// file system (or to a fault set with Fail).
+func (f *Faulty) Pause(op, path string) (reached <-chan struct{}, release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if path != "" {
+		path = filepath.Clean(path)
+	}
+	r := rule{op: op, path: path, times: 1, reached: make(chan struct{}), release: make(chan struct{})}
+	f.rules = append(f.rules, r)
+	return r.reached, func() { close(r.release) }
+}
+
 // Clear removes every fault.
 func (f *Faulty) Clear() {
 	f.mu.Lock()
@@ -89,8 +109,12 @@ func (f *Faulty) under() fsys.FS {
 	return f.FS
 }
 
-// fault counts a call and returns the error to inject, if any.
+// fault counts a call and returns the error to inject, if any. A pause
+// rule that matches holds the call first.
 func (f *Faulty) fault(op, path string) error {
+	if release := f.paused(op, path); release != nil {
+		<-release
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.calls == nil {
@@ -99,7 +123,7 @@ func (f *Faulty) fault(op, path string) error {
 	f.calls[op]++
 	for i := range f.rules {
 		r := &f.rules[i]
-		if r.op != op || r.times == 0 || (r.path != "" && r.path != filepath.Clean(path)) {
+		if r.reached != nil || !r.matches(op, path) {
 			continue
 		}
 		if r.times > 0 {
@@ -111,6 +135,26 @@ func (f *Faulty) fault(op, path string) error {
 		return r.err
 	}
 	return nil
+}
+
+// paused consumes a pause rule that matches op on path, signals that the
+// call arrived, and returns the channel to wait on; nil if none matches.
+func (f *Faulty) paused(op, path string) <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.rules {
+		r := &f.rules[i]
+		if r.reached != nil && r.matches(op, path) {
+			r.times = 0
+			close(r.reached)
+			return r.release
+		}
+	}
+	return nil
+}
+
+func (r *rule) matches(op, path string) bool {
+	return r.op == op && r.times != 0 && (r.path == "" || r.path == filepath.Clean(path))
 }
 
 func (f *Faulty) shortWrite(path string) bool {
