@@ -90,15 +90,17 @@ type Change[K comparable, V any] struct {
 	Delete bool
 }
 
-// header is the JSON form of Meta. Pointers tell a missing field from a zero.
+// header is the JSON form of Meta. Pointers tell a missing field from a
+// zero. SavedAt is decoded on its own, so that a bad time is reported by
+// its field name rather than by time.Parse's text, which quotes it.
 type header struct {
-	Format  *int      `json:"format"`
-	Schema  *int      `json:"schema"`
-	Phase   string    `json:"phase"`
-	Writer  string    `json:"writer"`
-	BootID  string    `json:"bootID"`
-	Seq     *uint64   `json:"seq"`
-	SavedAt time.Time `json:"savedAt"`
+	Format  *int            `json:"format"`
+	Schema  *int            `json:"schema"`
+	Phase   string          `json:"phase"`
+	Writer  string          `json:"writer"`
+	BootID  string          `json:"bootID"`
+	Seq     *uint64         `json:"seq"`
+	SavedAt json.RawMessage `json:"savedAt"`
 }
 
 // kv is the typed form of one entry line.
@@ -295,22 +297,45 @@ func newEncoder() *encoder {
 	return e
 }
 
-// appendEntry appends the line for k and v (without indent or comma) to dst.
-func (e *encoder) appendEntry(dst []byte, k, v any) ([]byte, error) {
-	dst = append(dst, entryPrefix...)
-	e.scratch.Reset()
-	if err := e.enc.Encode(k); err != nil {
-		return dst, fmt.Errorf("%w: key %v: %v", ErrEncode, k, err)
-	}
-	dst = append(dst, bytes.TrimSuffix(e.scratch.Bytes(), []byte{'\n'})...)
-	dst = append(dst, entryMiddle...)
+// appendJSON appends v's compact JSON to dst.
+func (e *encoder) appendJSON(dst []byte, v any) ([]byte, error) {
 	e.scratch.Reset()
 	if err := e.enc.Encode(v); err != nil {
-		// The value itself is not printed: it may be a secret.
-		return dst, fmt.Errorf("%w: value of key %v: %v", ErrEncode, k, err)
+		return dst, err
 	}
-	dst = append(dst, bytes.TrimSuffix(e.scratch.Bytes(), []byte{'\n'})...)
+	return append(dst, bytes.TrimSuffix(e.scratch.Bytes(), []byte{'\n'})...), nil
+}
+
+// encodeEntry appends the line for k and v (without indent or comma) to
+// dst, after checking that k reads back as itself. On error dst is
+// returned as it was, and the error is an *EncodeError for the entry at
+// index (-1 for Save).
+func encodeEntry[K comparable, V any](e *encoder, keys *keyRule[K], dst []byte, k K, v V, index int) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, entryPrefix...)
+	keyAt := len(dst)
+	dst, err := e.appendJSON(dst, k)
+	if err != nil {
+		return dst[:start], &EncodeError{Key: k, Index: index, InKey: true, Reason: "cannot be encoded: " + encodeFailure(err), Err: err, typ: keys.typ}
+	}
+	if why, err := keys.check(k, dst[keyAt:]); why != "" {
+		return dst[:start], &EncodeError{Key: k, Index: index, InKey: true, Reason: why, Err: err, typ: keys.typ}
+	}
+	keyEnd := len(dst)
+	dst = append(dst, entryMiddle...)
+	if dst, err = e.appendJSON(dst, v); err != nil {
+		return dst[:start], &EncodeError{Key: k, Index: index, Reason: encodeFailure(err), Err: err, typ: reflect.TypeFor[V]().String(), keyJSON: shorten(dst[keyAt:keyEnd])}
+	}
 	return append(dst, '}'), nil
+}
+
+// shorten returns a key's JSON for a message, cut at 200 bytes.
+func shorten(js []byte) string {
+	const max = 200
+	if len(js) > max {
+		return string(js[:max]) + "..."
+	}
+	return string(js)
 }
 
 // appendFile appends a whole file: the header for m, every line in raws
@@ -376,26 +401,10 @@ type parsed struct {
 // and entry lines. It never decodes an entry.
 func parse(data []byte) (parsed, error) {
 	var p parsed
-	if len(data) == 0 {
-		return p, corrupt("the file is empty")
+	body, err := checkSum(data)
+	if err != nil {
+		return p, err
 	}
-	if len(data) < len(fileStart)+len(entriesStart)+len(entriesEnd)+trailerLen {
-		return p, corrupt("the file is truncated: %d bytes is too short to be a checkpoint", len(data))
-	}
-	body, trailer := data[:len(data)-trailerLen], data[len(data)-trailerLen:]
-	if !bytes.HasPrefix(trailer, []byte(checksumStart)) || !bytes.HasSuffix(trailer, []byte(checksumEnd)) {
-		return p, corrupt("the checksum line is missing or malformed: the file is truncated or was edited")
-	}
-	hexSum := trailer[len(checksumStart) : len(checksumStart)+8]
-	var want [4]byte
-	if _, err := hex.Decode(want[:], hexSum); err != nil || !bytes.Equal(bytes.ToLower(hexSum), hexSum) {
-		return p, corrupt("the checksum %q is not 8 lowercase hex digits", hexSum)
-	}
-	got := crc32.Checksum(body, castagnoli)
-	if got != uint32(want[0])<<24|uint32(want[1])<<16|uint32(want[2])<<8|uint32(want[3]) {
-		return p, corrupt("checksum mismatch: the file says crc32c:%s, its content hashes to crc32c:%08x (torn write, bit rot or a hand edit)", hexSum, got)
-	}
-
 	// From here on the bytes are what a writer produced; a layout error
 	// means a writer bug, and is still reported, never trusted.
 	if !bytes.HasPrefix(body, []byte(fileStart)) {
@@ -407,36 +416,77 @@ func parse(data []byte) (parsed, error) {
 	if i < 0 || !bytes.HasSuffix(body, []byte(entriesEnd)) {
 		return p, corrupt("the entries list is missing")
 	}
-	head := body[:i]
+	if p.meta, err = parseHeader(body[:i]); err != nil {
+		return p, err
+	}
+	p.lines, err = splitEntries(body[i+1+len(entriesStart) : len(body)-len(entriesEnd)])
+	return p, err
+}
+
+// checkSum checks the checksum trailer of data and returns what it covers.
+func checkSum(data []byte) ([]byte, error) {
+	if len(data) == 0 {
+		return nil, corrupt("the file is empty")
+	}
+	if len(data) < len(fileStart)+len(entriesStart)+len(entriesEnd)+trailerLen {
+		return nil, corrupt("the file is truncated: %d bytes is too short to be a checkpoint", len(data))
+	}
+	body, trailer := data[:len(data)-trailerLen], data[len(data)-trailerLen:]
+	if !bytes.HasPrefix(trailer, []byte(checksumStart)) || !bytes.HasSuffix(trailer, []byte(checksumEnd)) {
+		return nil, corrupt("the checksum line is missing or malformed: the file is truncated or was edited")
+	}
+	hexSum := trailer[len(checksumStart) : len(checksumStart)+8]
+	var want [4]byte
+	if _, err := hex.Decode(want[:], hexSum); err != nil || !bytes.Equal(bytes.ToLower(hexSum), hexSum) {
+		return nil, corrupt("the checksum %q is not 8 lowercase hex digits", hexSum)
+	}
+	got := crc32.Checksum(body, castagnoli)
+	if got != uint32(want[0])<<24|uint32(want[1])<<16|uint32(want[2])<<8|uint32(want[3]) {
+		return nil, corrupt("checksum mismatch: the file says crc32c:%s, its content hashes to crc32c:%08x (torn write, bit rot or a hand edit)", hexSum, got)
+	}
+	return body, nil
+}
+
+// parseHeader decodes the header, head being the file up to the entries
+// list. Its errors never quote the header's content.
+func parseHeader(head []byte) (Meta, error) {
 	if !bytes.HasSuffix(head, []byte(",")) {
-		return p, corrupt("the header does not end before the entries list")
+		return Meta{}, corrupt("the header does not end before the entries list")
 	}
 	var h header
 	hdec := json.NewDecoder(bytes.NewReader(append(head[:len(head)-1:len(head)-1], "\n}"...)))
 	hdec.DisallowUnknownFields()
 	if err := hdec.Decode(&h); err != nil {
-		return p, corrupt("the header is not valid: %v", err)
+		return Meta{}, corrupt("the header is not valid: %s", decodeFailure(err))
 	}
 	if h.Format == nil || h.Schema == nil || h.Seq == nil {
-		return p, corrupt("the header lacks format, schema or seq")
+		return Meta{}, corrupt("the header lacks format, schema or seq")
 	}
-	p.meta = Meta{Format: *h.Format, Schema: *h.Schema, Phase: h.Phase, Writer: h.Writer, BootID: h.BootID, Seq: *h.Seq, SavedAt: h.SavedAt}
-	if p.meta.Format > formatVersion {
-		return p, fmt.Errorf("%w: the file format is %d and this library reads up to %d: it was written by a newer phaseshift; upgrade the binary or quarantine the file", ErrNewerSchema, p.meta.Format, formatVersion)
+	var savedAt time.Time
+	if len(h.SavedAt) > 0 && savedAt.UnmarshalJSON(h.SavedAt) != nil {
+		return Meta{}, corrupt("the header is not valid: savedAt is not an RFC 3339 time")
 	}
-	if p.meta.Format < 1 {
-		return p, corrupt("format %d is not a checkpoint format", p.meta.Format)
+	m := Meta{Format: *h.Format, Schema: *h.Schema, Phase: h.Phase, Writer: h.Writer, BootID: h.BootID, Seq: *h.Seq, SavedAt: savedAt}
+	if m.Format > formatVersion {
+		return m, fmt.Errorf("%w: the file format is %d and this library reads up to %d: it was written by a newer phaseshift; upgrade the binary or quarantine the file", ErrNewerSchema, m.Format, formatVersion)
 	}
+	if m.Format < 1 {
+		return m, corrupt("format %d is not a checkpoint format", m.Format)
+	}
+	return m, nil
+}
 
-	list := body[i+1+len(entriesStart) : len(body)-len(entriesEnd)]
+// splitEntries cuts the entries list into entry lines, checking the
+// layout the writer uses; it decodes nothing.
+func splitEntries(list []byte) ([][]byte, error) {
 	if len(list) == 0 {
-		return p, nil
+		return nil, nil
 	}
 	if list[len(list)-1] != '\n' {
-		return p, corrupt("the entries list does not end with a newline")
+		return nil, corrupt("the entries list does not end with a newline")
 	}
 	list = list[:len(list)-1]
-	p.lines = make([][]byte, 0, bytes.Count(list, []byte{'\n'})+1)
+	lines := make([][]byte, 0, bytes.Count(list, []byte{'\n'})+1)
 	for len(list) > 0 {
 		line := list
 		rest := []byte(nil)
@@ -445,35 +495,37 @@ func parse(data []byte) (parsed, error) {
 		}
 		last := rest == nil
 		if !bytes.HasPrefix(line, []byte(entryIndent)) {
-			return p, corrupt("entry %d is not indented as the writer does", len(p.lines))
+			return nil, corrupt("entry %d is not indented as the writer does", len(lines))
 		}
 		line = line[len(entryIndent):]
 		if !last {
 			if !bytes.HasSuffix(line, []byte(",")) {
-				return p, corrupt("entry %d is not followed by a comma", len(p.lines))
+				return nil, corrupt("entry %d is not followed by a comma", len(lines))
 			}
 			line = line[:len(line)-1]
 		}
 		if !bytes.HasPrefix(line, []byte(entryPrefix)) || !bytes.HasSuffix(line, []byte("}")) || !bytes.Contains(line, []byte(entryMiddle)) {
-			return p, corrupt("entry %d is not a {\"key\":...,\"value\":...} object", len(p.lines))
+			return nil, corrupt("entry %d is not a {\"key\":...,\"value\":...} object", len(lines))
 		}
-		p.lines = append(p.lines, line)
+		lines = append(lines, line)
 		list = rest
 	}
-	return p, nil
+	return lines, nil
 }
 
 // decodeResult is what decode learned from a file.
 type decodeResult[K comparable, V any] struct {
-	snap Snapshot[K, V]
-	ents entries[K] // the file's entries as lines, for later Commits
-	bad  []EntryError
+	snap    Snapshot[K, V]
+	ents    entries[K] // the file's entries as lines, for later Commits
+	bad     []EntryError
+	dropped int // entries whose unknown fields were dropped (WithDropUnknownFields)
 }
 
 // decode checks data and decodes every entry. Entries that fail to decode or
 // upgrade are collected in bad; the others are in snap. The error is nil,
 // or wraps ErrCorrupt, ErrNewerSchema or ErrOlderSchema (and then nothing
-// else is valid).
+// but the Meta is valid). Entries with fields the key or value type does
+// not have make the error ErrNewerSchema, unless the config drops them.
 func decode[K comparable, V any](data []byte, cfg *config, enc *encoder) (decodeResult[K, V], error) {
 	var r decodeResult[K, V]
 	p, err := parse(data)
@@ -498,70 +550,131 @@ func decode[K comparable, V any](data []byte, cfg *config, enc *encoder) (decode
 	r.snap.Entries = make(map[K]V, n)
 	r.ents = newEntries[K](n)
 	r.ents.lines = r.ents.lines[:n]
-	hashable := hashableCheck[K]()
 	// Decoding is nearly all of a restore's time and parallelises well:
 	// the lines are independent. Only the inserts share the maps.
 	workers := 1
 	if n >= parallelDecodeMin && !upgrading {
 		workers = min(runtime.GOMAXPROCS(0), maxDecodeWorkers)
 	}
-	var (
-		mu  sync.Mutex // guards r.snap.Entries, r.ents.index and r.bad
-		wg  sync.WaitGroup
-		per = (n + workers - 1) / workers
-	)
+	sh := &shared[K, V]{r: &r}
+	keys := newKeyRule[K]()
+	var wg sync.WaitGroup
+	per := (n + workers - 1) / workers
 	for w := 0; w < workers; w++ {
 		lo, hi := w*per, min((w+1)*per, n)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var bad []EntryError
-			// Inserts go to the shared maps in batches: one lock per
-			// batch, not per entry, keeps the workers out of each other's
-			// way.
-			batch := make([]decoded[K, V], 0, insertBatch)
-			flush := func() {
-				mu.Lock()
-				for _, d := range batch {
-					if _, dup := r.snap.Entries[d.key]; dup {
-						bad = append(bad, EntryError{Index: d.i, Key: rawKey(d.line), Err: errors.New("the key appears twice")})
-						continue
-					}
-					r.snap.Entries[d.key] = d.val
-					r.ents.insert(d.key, int32(d.i))
-					r.ents.lines[d.i] = d.line
-				}
-				mu.Unlock()
-				clear(batch) // drop the references the maps now hold
-				batch = batch[:0]
-			}
-			keep := func(i int, line []byte, k K, v V) {
-				if hashable != nil {
-					if err := hashable(k); err != nil {
-						bad = append(bad, EntryError{Index: i, Key: rawKey(line), Err: err})
-						return
-					}
-				}
-				batch = append(batch, decoded[K, V]{i: i, line: line, key: k, val: v})
-				if len(batch) == cap(batch) {
-					flush()
-				}
-			}
+			wk := &worker[K, V]{cfg: cfg, keys: &keys, sh: sh, batch: make([]decoded[K, V], 0, insertBatch)}
 			if upgrading {
-				bad = decodeUpgrading(p.lines, p.meta.Schema, cfg, enc, keep)
+				wk.enc = enc
+				wk.decodeUpgrading(p.lines, p.meta.Schema)
 			} else {
-				bad = decodeRange(p.lines, lo, hi, keep)
+				wk.decodeRange(p.lines, lo, hi)
 			}
-			flush()
-			mu.Lock()
-			r.bad = append(r.bad, bad...)
-			mu.Unlock()
+			wk.done()
 		}()
 	}
 	wg.Wait()
-	r.ents.dead = len(r.bad)
+	r.ents.dead = len(r.bad) + len(sh.unknown)
 	slices.SortFunc(r.bad, func(a, b EntryError) int { return a.Index - b.Index })
+	if len(sh.unknown) > 0 {
+		slices.SortFunc(sh.unknown, func(a, b EntryError) int { return a.Index - b.Index })
+		return decodeResult[K, V]{snap: Snapshot[K, V]{Meta: p.meta}}, &unknownFieldsError{first: sh.unknown[0], count: len(sh.unknown), total: n}
+	}
 	return r, nil
+}
+
+// shared is what decode's workers add to.
+type shared[K comparable, V any] struct {
+	mu      sync.Mutex // guards r.snap.Entries, r.ents.index, r.bad, r.dropped and unknown
+	r       *decodeResult[K, V]
+	unknown []EntryError // entries with unknown fields, when they are not dropped
+}
+
+// worker decodes a share of a file's lines; each goroutine of decode has
+// its own.
+type worker[K comparable, V any] struct {
+	cfg  *config
+	keys *keyRule[K]
+	enc  *encoder // for lines re-encoded (upgraded, or fields dropped); made on first use
+	sh   *shared[K, V]
+	// Inserts go to the shared maps in batches: one lock per batch, not
+	// per entry, keeps the workers out of each other's way.
+	batch        []decoded[K, V]
+	bad, unknown []EntryError
+	dropped      int
+}
+
+func (w *worker[K, V]) flush() {
+	r := w.sh.r
+	w.sh.mu.Lock()
+	for _, d := range w.batch {
+		if _, dup := r.snap.Entries[d.key]; dup {
+			w.bad = append(w.bad, EntryError{Index: d.i, Key: rawKey(d.line), Err: errors.New("the key appears twice")})
+			continue
+		}
+		r.snap.Entries[d.key] = d.val
+		r.ents.insert(d.key, int32(d.i))
+		r.ents.lines[d.i] = d.line
+	}
+	w.sh.mu.Unlock()
+	clear(w.batch) // drop the references the maps now hold
+	w.batch = w.batch[:0]
+}
+
+// done hands what the worker found to the shared result.
+func (w *worker[K, V]) done() {
+	w.flush()
+	w.sh.mu.Lock()
+	defer w.sh.mu.Unlock()
+	w.sh.r.bad = append(w.sh.r.bad, w.bad...)
+	w.sh.r.dropped += w.dropped
+	w.sh.unknown = append(w.sh.unknown, w.unknown...)
+}
+
+// keep queues a decoded entry for the maps.
+func (w *worker[K, V]) keep(i int, line []byte, k K, v V) {
+	if w.keys.comparable != nil {
+		if err := w.keys.comparable(k); err != nil {
+			w.bad = append(w.bad, EntryError{Index: i, Key: rawKey(line), Err: err})
+			return
+		}
+	}
+	w.batch = append(w.batch, decoded[K, V]{i: i, line: line, key: k, val: v})
+	if len(w.batch) == cap(w.batch) {
+		w.flush()
+	}
+}
+
+// failed records line i, which did not decode with err. Unknown fields
+// make the entry a newer binary's, unless the config drops them: then the
+// line is decoded again without the check and kept, re-encoded without
+// them, so that the next save writes it without them too.
+func (w *worker[K, V]) failed(i int, line []byte, err error) {
+	if _, unknown := unknownField(err); !unknown {
+		w.bad = append(w.bad, EntryError{Index: i, Key: rawKey(line), Err: decodeError[K](line, err)})
+		return
+	}
+	if !w.cfg.dropUnknown {
+		w.unknown = append(w.unknown, EntryError{Index: i, Key: rawKey(line), Err: decodeError[K](line, err)})
+		return
+	}
+	var e kv[K, V]
+	if err := json.Unmarshal(line, &e); err != nil {
+		w.bad = append(w.bad, EntryError{Index: i, Key: rawKey(line), Err: decodeError[K](line, err)})
+		return
+	}
+	if w.enc == nil {
+		w.enc = newEncoder()
+	}
+	cur, err := encodeEntry(w.enc, w.keys, nil, e.Key, e.Value, -1)
+	if err != nil {
+		w.bad = append(w.bad, EntryError{Index: i, Key: rawKey(line), Err: err})
+		return
+	}
+	w.dropped++
+	w.keep(i, cur, e.Key, e.Value)
 }
 
 // decodeRange decodes lines[lo:hi] with one json.Decoder: unlike
@@ -569,10 +682,13 @@ func decode[K comparable, V any](data []byte, cfg *config, enc *encoder) (decode
 // allocations are the decoded values themselves. The stream it reads is the
 // lines separated by newlines; a line that does not hold exactly one value
 // is an error for that line, and decoding goes on from the next one.
-func decodeRange[K comparable, V any](lines [][]byte, lo, hi int, keep func(i int, line []byte, k K, v V)) []EntryError {
-	var bad []EntryError
+//
+// The decoder refuses fields the types do not have (DisallowUnknownFields),
+// which costs nothing for the fields they do have.
+func (w *worker[K, V]) decodeRange(lines [][]byte, lo, hi int) {
 	for lo < hi {
 		dec := json.NewDecoder(&lineReader{lines: lines[lo:hi]})
+		dec.DisallowUnknownFields()
 		var end int64
 		var e kv[K, V]
 		i := lo
@@ -581,53 +697,65 @@ func decodeRange[K comparable, V any](lines [][]byte, lo, hi int, keep func(i in
 			end += int64(len(line))
 			e = kv[K, V]{} // decoding into a used value would merge maps and slices
 			err := dec.Decode(&e)
-			if err != nil {
-				err = decodeError[K](line, err)
-			}
-			var typeErr *json.UnmarshalTypeError
 			if err == nil && dec.InputOffset() != end {
-				err = errors.New("not exactly one JSON value")
-			}
-			if err != nil {
-				bad = append(bad, EntryError{Index: i, Key: rawKey(line), Err: err})
-				if errors.As(err, &typeErr) && dec.InputOffset() == end {
-					end++ // the decoder consumed the value and is in step
-					continue
-				}
+				w.bad = append(w.bad, EntryError{Index: i, Key: rawKey(line), Err: errors.New("not exactly one JSON value")})
 				break // out of step: a new decoder from the next line
 			}
+			if err != nil {
+				w.failed(i, line, err)
+				// A decoder that read the whole value before failing (a
+				// type error, an unknown field, a failing UnmarshalJSON)
+				// is in step; one that met bad JSON is not, and keeps
+				// failing.
+				var se *json.SyntaxError
+				if errors.As(err, &se) || dec.InputOffset() != end {
+					break
+				}
+				end++
+				continue
+			}
 			end++ // the newline
-			keep(i, line, e.Key, e.Value)
+			w.keep(i, line, e.Key, e.Value)
 		}
 		lo = i + 1
 	}
-	return bad
 }
 
 // decodeUpgrading decodes every line after running the upgrade chain on it.
-func decodeUpgrading[K comparable, V any](lines [][]byte, from int, cfg *config, enc *encoder, keep func(i int, line []byte, k K, v V)) []EntryError {
-	var bad []EntryError
+func (w *worker[K, V]) decodeUpgrading(lines [][]byte, from int) {
 	for i, line := range lines {
-		up, err := upgradeLine(line, from, cfg)
+		up, err := upgradeLine(line, from, w.cfg)
 		if err != nil {
-			bad = append(bad, EntryError{Index: i, Key: rawKey(line), Err: err})
+			w.bad = append(w.bad, EntryError{Index: i, Key: rawKey(line), Err: err})
 			continue
 		}
 		var e kv[K, V]
-		if err := json.Unmarshal(up, &e); err != nil {
-			bad = append(bad, EntryError{Index: i, Key: rawKey(up), Err: decodeError[K](up, err)})
+		if err := strictUnmarshal(up, &e); err != nil {
+			w.failed(i, up, err)
 			continue
 		}
 		// Keep the current schema's bytes, so a later Commit writes the
 		// upgraded form.
-		cur, err := enc.appendEntry(nil, e.Key, e.Value)
+		cur, err := encodeEntry(w.enc, w.keys, nil, e.Key, e.Value, -1)
 		if err != nil {
-			bad = append(bad, EntryError{Index: i, Key: rawKey(up), Err: err})
+			w.bad = append(w.bad, EntryError{Index: i, Key: rawKey(up), Err: err})
 			continue
 		}
-		keep(i, cur, e.Key, e.Value)
+		w.keep(i, cur, e.Key, e.Value)
 	}
-	return bad
+}
+
+// strictUnmarshal is json.Unmarshal that refuses fields v does not have.
+func strictUnmarshal(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("not exactly one JSON value")
+	}
+	return nil
 }
 
 // lineReader streams lines, each followed by a newline.
@@ -712,7 +840,7 @@ type decoded[K comparable, V any] struct {
 func upgradeLine(line []byte, from int, cfg *config) ([]byte, error) {
 	var raw rawKV
 	if err := json.Unmarshal(line, &raw); err != nil {
-		return nil, err
+		return nil, &entryDecodeError{part: "entry", err: err}
 	}
 	for v := from; v < cfg.schema; v++ {
 		k, val, err := cfg.upgrades[v](raw.Key, raw.Value)
@@ -727,28 +855,29 @@ func upgradeLine(line []byte, from int, cfg *config) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(entryPrefix)
 	if err := json.Compact(&b, raw.Key); err != nil {
-		return nil, err
+		return nil, &entryDecodeError{part: "upgraded key", err: err}
 	}
 	b.WriteString(entryMiddle)
 	if err := json.Compact(&b, raw.Value); err != nil {
-		return nil, err
+		return nil, &entryDecodeError{part: "upgraded value", err: err}
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
 }
 
+// rawKeyJSON returns the JSON of an entry line's key, or nil. It reads the
+// key alone, so it finds the key of a line whose value is broken.
+func rawKeyJSON(line []byte) json.RawMessage {
+	if !bytes.HasPrefix(line, []byte(entryPrefix)) {
+		return nil
+	}
+	var k json.RawMessage
+	if json.NewDecoder(bytes.NewReader(line[len(entryPrefix):])).Decode(&k) != nil {
+		return nil
+	}
+	return k
+}
+
 // rawKey returns the key of an entry line as text, for error messages. It
 // never returns the value.
-func rawKey(line []byte) string {
-	var k struct {
-		Key json.RawMessage `json:"key"`
-	}
-	if json.Unmarshal(line, &k) != nil || len(k.Key) == 0 {
-		return ""
-	}
-	const max = 200
-	if len(k.Key) > max {
-		return string(k.Key[:max]) + "..."
-	}
-	return string(k.Key)
-}
+func rawKey(line []byte) string { return shorten(rawKeyJSON(line)) }

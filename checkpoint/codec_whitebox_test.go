@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,14 +30,18 @@ type fkey struct {
 // and every entry it accepts must re-encode to a file that decodes to the
 // same entries.
 func FuzzDecodeSealed(f *testing.F) {
-	enc := newEncoder()
-	line, _ := enc.appendEntry(nil, fkey{A: "x", B: 1}, map[string]int{"n": 1})
+	keys := newKeyRule[fkey]()
+	line, _ := encodeEntry(newEncoder(), &keys, nil, fkey{A: "x", B: 1}, map[string]int{"n": 1}, -1)
 	good := appendFile(nil, Meta{Format: 1, Schema: 1, Phase: "expand", Seq: 3}, [][]byte{line, line[:len(line):len(line)]})
 	f.Add(good[:len(good)-trailerLen])
 	f.Add(appendFile(nil, Meta{Format: 1, Schema: 1}, nil)[:len(good)-trailerLen-len(line)*2-10])
 	f.Add([]byte("{\n  \"format\": 1,\n  \"schema\": 1,\n  \"seq\": 0,\n  \"entries\": [\n    {\"key\":{},\"value\":null}\n  ],\n"))
 	f.Add([]byte("{\n  \"format\": 2,\n  \"schema\": 1,\n  \"seq\": 0,\n  \"entries\": [\n  ],\n"))
 	f.Add([]byte("{\n  \"format\": 1,\n  \"schema\": 9,\n  \"seq\": 0,\n  \"entries\": [\n  ],\n"))
+	// A field the key type lacks, a field the value type (a map) takes, a
+	// key with escapes, a bad time in the header.
+	f.Add([]byte("{\n  \"format\": 1,\n  \"schema\": 1,\n  \"seq\": 0,\n  \"entries\": [\n    {\"key\":{\"a\":\"x\",\"c\":1},\"value\":{\"n\":1}},\n    {\"key\":{\"a\":\"\\ufffd\\\\\",\"b\":2},\"value\":{\"z\":1}}\n  ],\n"))
+	f.Add([]byte("{\n  \"format\": 1,\n  \"schema\": 1,\n  \"seq\": 0,\n  \"savedAt\": \"now\",\n  \"entries\": [\n  ],\n"))
 
 	cfg := defaultConfig()
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -137,8 +142,8 @@ func checkIndex(t *testing.T, e entries[int], n int) {
 }
 
 func TestParseRejectsLayoutErrors(t *testing.T) {
-	enc := newEncoder()
-	line, err := enc.appendEntry(nil, "k", 1)
+	keys := newKeyRule[string]()
+	line, err := encodeEntry(newEncoder(), &keys, nil, "k", 1, -1)
 	require.NoError(t, err)
 	good := string(appendFile(nil, Meta{Format: 1, Schema: 1, Seq: 1}, [][]byte{line, line}))
 	body := good[:len(good)-trailerLen]
@@ -161,24 +166,46 @@ func TestParseRejectsLayoutErrors(t *testing.T) {
 }
 
 // TestDecodeRangeStaysInStep: a line with a wrong type, a line with two
-// values and a line that is not JSON each fail alone; the lines around them
-// decode.
+// values, a line that is not JSON, a line with an unknown field and a line
+// whose decoder fails (a time that does not parse) each fail alone; the
+// lines around them decode.
 func TestDecodeRangeStaysInStep(t *testing.T) {
-	lines := [][]byte{
-		[]byte(`{"key":"a","value":1}`),
-		[]byte(`{"key":"b","value":"two"}`),
-		[]byte(`{"key":"c","value":3}`),
-		[]byte(`{"key":"d","value":4} {"key":"x","value":9}`),
-		[]byte(`{"key":"e","value":5}`),
-		[]byte(`{"key":"f","value":`),
-		[]byte(`{"key":"g","value":7}`),
+	type val struct {
+		N  int       `json:"n"`
+		At time.Time `json:"at"`
 	}
+	lines := [][]byte{
+		[]byte(`{"key":"a","value":{"n":1}}`),
+		[]byte(`{"key":"b","value":{"n":"two"}}`),
+		[]byte(`{"key":"c","value":{"n":3}}`),
+		[]byte(`{"key":"d","value":{"n":4}} {"key":"x","value":{"n":9}}`),
+		[]byte(`{"key":"e","value":{"n":5}}`),
+		[]byte(`{"key":"f","value":`),
+		[]byte(`{"key":"g","value":{"n":7}}`),
+		[]byte(`{"key":"h","value":{"n":8,"m":1}}`),
+		[]byte(`{"key":"i","value":{"n":9}}`),
+		[]byte(`{"key":"j","value":{"at":"never"}}`),
+		[]byte(`{"key":"k","value":{"n":11}}`),
+	}
+	cfg := defaultConfig()
+	r := decodeResult[string, val]{snap: Snapshot[string, val]{Entries: map[string]val{}}, ents: newEntries[string](len(lines))}
+	r.ents.lines = r.ents.lines[:len(lines)]
+	sh := &shared[string, val]{r: &r}
+	keys := newKeyRule[string]()
+	w := &worker[string, val]{cfg: &cfg, keys: &keys, sh: sh, batch: make([]decoded[string, val], 0, insertBatch)}
+	w.decodeRange(lines, 0, len(lines))
+	w.done()
 	got := map[string]int{}
-	bad := decodeRange(lines, 0, len(lines), func(i int, line []byte, k string, v int) { got[k] = v })
-	assert.Equal(t, map[string]int{"a": 1, "c": 3, "e": 5, "g": 7}, got)
+	for k, v := range r.snap.Entries {
+		got[k] = v.N
+	}
+	assert.Equal(t, map[string]int{"a": 1, "c": 3, "e": 5, "g": 7, "i": 9, "k": 11}, got)
 	var idx []int
-	for _, b := range bad {
+	for _, b := range r.bad {
 		idx = append(idx, b.Index)
 	}
-	assert.Equal(t, []int{1, 3, 5}, idx)
+	assert.Equal(t, []int{1, 3, 5, 9}, idx)
+	require.Len(t, sh.unknown, 1)
+	assert.Equal(t, 7, sh.unknown[0].Index)
+	assert.Contains(t, sh.unknown[0].Error(), `field "m"`)
 }

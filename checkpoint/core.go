@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"sync"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // backend is where a checkpoint's bytes live: a file on disk (File) or a
@@ -16,12 +18,21 @@ type backend interface {
 	name() string
 	// read returns the whole file, or an error matching fs.ErrNotExist.
 	read() ([]byte, error)
-	// replace makes data the checkpoint, atomically and durably. With
-	// keepPrev, the current file is first kept as the previous one.
-	replace(data []byte, keepPrev bool) error
+	// replace makes data the checkpoint, atomically and durably. last is
+	// what the caller last read or wrote there; when a file exists, it is
+	// first kept as the previous one.
+	replace(data []byte, last onDisk) error
 	// quarantine moves the current file aside and says where to.
 	quarantine() (string, error)
 	close() error
+}
+
+// onDisk is what a core knows of the file at its path: whether there is
+// one, and which save wrote it.
+type onDisk struct {
+	exists  bool
+	seq     uint64    // Seq of the file; it goes on from here even when there is none
+	savedAt time.Time // SavedAt of the file, which tells two saves of the same Seq apart
 }
 
 type fileState int
@@ -44,17 +55,17 @@ type core[K comparable, V any] struct {
 	closed bool
 	state  fileState
 	bad    error  // why the last read failed, when state is stateBad
-	exists bool   // a file that was read or written is on disk
-	seq    uint64 // Seq of the file on disk
+	last   onDisk // the file last read or written
 	ents   entries[K]
 
+	keys keyRule[K]
 	enc  *encoder
 	out  []byte // reused for every file written
 	undo []undoStep[K]
 }
 
 func newCore[K comparable, V any](cfg config, be backend, bootID string) *core[K, V] {
-	return &core[K, V]{cfg: cfg, be: be, bootID: bootID, enc: newEncoder(), ents: newEntries[K](0)}
+	return &core[K, V]{cfg: cfg, be: be, bootID: bootID, keys: newKeyRule[K](), enc: newEncoder(), ents: newEntries[K](0)}
 }
 
 func (c *core[K, V]) check(ctx context.Context) error {
@@ -76,7 +87,7 @@ func (c *core[K, V]) load(ctx context.Context) (Snapshot[K, V], error) {
 func (c *core[K, V]) loadLocked() (Snapshot[K, V], error) {
 	data, err := c.be.read()
 	if errors.Is(err, fs.ErrNotExist) {
-		c.state, c.bad, c.exists, c.seq = stateGood, nil, false, 0
+		c.state, c.bad, c.last = stateGood, nil, onDisk{}
 		c.ents = newEntries[K](0)
 		return Snapshot[K, V]{Entries: map[K]V{}}, pathError("load", c.be.name(), ErrNotExist)
 	}
@@ -94,8 +105,13 @@ func (c *core[K, V]) loadLocked() (Snapshot[K, V], error) {
 		c.state, c.bad = stateBad, berr
 		return res.snap, berr
 	}
-	c.state, c.bad, c.exists, c.seq = stateGood, nil, true, res.snap.Meta.Seq
+	c.state, c.bad = stateGood, nil
+	c.last = onDisk{exists: true, seq: res.snap.Meta.Seq, savedAt: res.snap.Meta.SavedAt}
 	c.ents = res.ents
+	if res.dropped > 0 {
+		c.cfg.logger.Warn("dropped unknown fields from checkpoint entries, as WithDropUnknownFields allows; the next save writes them without",
+			zap.String("path", c.be.name()), zap.Int("entries", res.dropped))
+	}
 	return res.snap, nil
 }
 
@@ -114,7 +130,7 @@ func (c *core[K, V]) writable() error {
 func (c *core[K, V]) nextMeta(m Meta) Meta {
 	m.Format = formatVersion
 	m.Schema = c.cfg.schema
-	m.Seq = c.seq + 1
+	m.Seq = c.last.seq + 1
 	m.SavedAt = time.Now().UTC()
 	if m.BootID == "" {
 		m.BootID = c.bootID
@@ -135,10 +151,16 @@ func (c *core[K, V]) mayWrite(ctx context.Context) error {
 func (c *core[K, V]) write(m Meta, lines [][]byte) error {
 	meta := c.nextMeta(m)
 	c.out = appendFile(c.out[:0], meta, lines)
-	if err := c.be.replace(c.out, c.exists); err != nil {
+	if err := c.be.replace(c.out, c.last); err != nil {
+		if errors.Is(err, errTakenOver) {
+			// Another File wrote the checkpoint: what this one holds is
+			// no longer what is on disk, and overwriting would lose it.
+			c.state, c.bad = stateBad, err
+			return pathError("save", c.be.name(), fmt.Errorf("%w: %w; Load it (or Quarantine it) before saving again", ErrUnreadable, err))
+		}
 		return err
 	}
-	c.seq, c.exists = meta.Seq, true
+	c.last = onDisk{exists: true, seq: meta.Seq, savedAt: meta.SavedAt}
 	// Let a buffer that grew for a much bigger file go, so a checkpoint
 	// that shrank does not pin its old size for ever.
 	if cap(c.out) > 1<<20 && cap(c.out) > 4*len(c.out) {
@@ -160,7 +182,7 @@ func (c *core[K, V]) save(ctx context.Context, s Snapshot[K, V]) error {
 	keys := make([]K, 0, len(s.Entries))
 	for k, v := range s.Entries {
 		var err error
-		if blob, err = c.enc.appendEntry(blob, k, v); err != nil {
+		if blob, err = encodeEntry(c.enc, &c.keys, blob, k, v, -1); err != nil {
 			return pathError("save", c.be.name(), err)
 		}
 		keys = append(keys, k)
@@ -193,7 +215,7 @@ func (c *core[K, V]) commit(ctx context.Context, m Meta, changes []Change[K, V])
 	for i, ch := range changes {
 		if !ch.Delete {
 			var err error
-			if blob, err = c.enc.appendEntry(blob, ch.Key, ch.Value); err != nil {
+			if blob, err = encodeEntry(c.enc, &c.keys, blob, ch.Key, ch.Value, i); err != nil {
 				return pathError("commit", c.be.name(), err)
 			}
 		}
@@ -203,7 +225,11 @@ func (c *core[K, V]) commit(ctx context.Context, m Meta, changes []Change[K, V])
 	start := 0
 	for i, ch := range changes {
 		if ch.Delete {
-			c.undo = c.ents.del(ch.Key, c.undo)
+			// A key that cannot be compared (a map in an interface) was
+			// never stored, and would panic the index.
+			if c.keys.comparable == nil || c.keys.comparable(ch.Key) == nil {
+				c.undo = c.ents.del(ch.Key, c.undo)
+			}
 		} else {
 			c.undo = c.ents.put(ch.Key, blob[start:ends[i]:ends[i]], c.undo)
 		}
@@ -233,7 +259,7 @@ func (c *core[K, V]) quarantine(ctx context.Context) (string, error) {
 		return "", err
 	}
 	// Nothing is on disk now, so the next save creates the file afresh.
-	c.state, c.bad, c.exists = stateGood, nil, false
+	c.state, c.bad, c.last.exists = stateGood, nil, false
 	c.ents = newEntries[K](0)
 	return dst, nil
 }

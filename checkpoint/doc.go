@@ -2,8 +2,9 @@
 // locked JSON file that is never torn and never silently wrong.
 //
 // A [File] holds a [Snapshot]: a [Meta] header and a map of entries with
-// any comparable key type (structs included) and any value type that
-// encoding/json handles. [Open] takes the file's lock, [File.Load] reads and
+// any comparable key type (structs included) whose keys read back from
+// JSON as themselves (see Keys), and any value type that encoding/json
+// handles. [Open] takes the file's lock, [File.Load] reads and
 // checks it, [File.Save] replaces it, [File.Commit] replaces it with a few
 // entries changed, [File.Quarantine] moves an unreadable file aside, and
 // [File.Close] releases the lock. [Memory] is the same thing in memory, with
@@ -27,41 +28,103 @@
 // kept so that one bad write or edit can be undone by hand, and
 // path+".lock".
 //
+// # Keys
+//
+// A key is stored as its JSON, and found again (by a later Commit, and by
+// every restart) by decoding that JSON and comparing with ==. So every key
+// Save and Commit write must decode from its own JSON to a key == to
+// itself; one that would not is refused, before anything is written, with
+// an *EncodeError matching ErrEncode that names the key's Go type and the
+// field at fault, never the key. Keys that do not read back:
+//
+//   - strings that are not valid UTF-8 (JSON stores U+FFFD instead);
+//   - a time.Time from time.Now() (JSON keeps neither the monotonic clock
+//     reading nor the *time.Location; t.Round(0).UTC() does read back);
+//   - a struct that differs from another only in unexported fields, or in
+//     fields tagged json:"-" (JSON does not store them; the key reads
+//     back with them at zero);
+//   - a non-nil pointer (it reads back as a new pointer);
+//   - an interface holding a type JSON decodes as another (an int reads
+//     back as float64), or a map;
+//   - a type whose MarshalJSON or MarshalText loses information.
+//
+// NaN and ±Inf cannot be encoded at all. The check costs a scan of the
+// key's JSON for keys made of booleans, numbers and strings (in arrays and
+// structs of exported fields), and a decode of the key's JSON for other key
+// types.
+//
 // # Guarantees
 //
-//   - Atomic and durable saves. Save writes a temporary file in the same
-//     directory, fsyncs and closes it, renames it over the checkpoint and
-//     fsyncs the directory. renameio (used to create the temporary file)
-//     stops after the rename; without the directory fsync a power cut can
-//     bring the old file back after Save returned, so this package adds it.
-//     A crash or power cut at any instant leaves the previous or the new
-//     checkpoint at the path, never a mix.
-//   - Nothing unreadable is overwritten. After a Load that failed for any
-//     reason but a missing file, Save and Commit refuse (ErrUnreadable) until
-//     Quarantine has moved the file to path+".corrupt-<time>".
+//   - Atomic and durable saves. Save creates a temporary file in the same
+//     directory (exclusively, named "."+base+".tmp-"+16 random hex
+//     digits), writes, fsyncs and closes it, renames it over the
+//     checkpoint and fsyncs the directory. Without the directory fsync a
+//     power cut can bring the old file back after Save returned (renameio,
+//     for one, stops after the rename). A crash or power cut at any instant
+//     leaves the previous or the new checkpoint at the path, never a mix.
+//   - Nothing unread is overwritten. After a Load that failed for any
+//     reason but a missing file (ErrCorrupt, ErrNewerSchema, ErrOlderSchema,
+//     ErrBadEntry, a read error), Save and Commit refuse (ErrUnreadable)
+//     until a Load succeeds or Quarantine has moved the file to
+//     path+".corrupt-<time>".
+//   - No key is stored that cannot be found again (see Keys), and no
+//     unencodable entry is half written: Save and Commit check and encode
+//     every entry before the file is touched.
+//   - A removed checkpoint comes back. When the file was removed under an
+//     open File (an operator's rm, a cleanup script), the next Save or
+//     Commit writes it again, with every entry the File holds and the same
+//     protocol and durability, and logs once that it had disappeared;
+//     path+".prev", if it was left, stays as it was until the save after.
 //   - One owner. Open takes an exclusive flock(2) on path+".lock", a file
-//     that is never renamed or removed, and holds it until Close. A second
-//     Open, from this process or another, waits until its context is done
-//     and then fails with ErrLocked. The kernel releases the lock when the
-//     owner dies, even by SIGKILL.
+//     this package never renames or removes, and holds it until Close. A
+//     second Open, from this process or another, waits until its context
+//     is done and then fails with ErrLocked. The kernel releases the lock
+//     when the owner dies, even by SIGKILL. If someone removes the lock
+//     file (say, with the directory), every Save, Commit and Quarantine
+//     notices before it writes: it creates the directory again (0700,
+//     fsynced, as Open does), takes the lock at the path again and logs it,
+//     or fails with ErrLocked if another File took it meanwhile; and it
+//     refuses (ErrUnreadable) to replace a checkpoint another File wrote
+//     meanwhile until a Load has read it.
 //   - Schema evolution. Entries written with an older schema are brought
 //     to the current one by the WithUpgrade functions, in order; a gap in
 //     the chain is an error at Open, not a surprise at Load. A file with a
 //     newer schema (after a downgrade) fails with ErrNewerSchema and is
-//     not touched.
-//   - Cleanup. Temporary files left by a crash during Save are removed by
-//     the next Open.
+//     not touched. So does a file whose entries have fields the key or
+//     value types do not have, at any depth (a newer binary added fields
+//     without bumping the schema), unless WithDropUnknownFields says to
+//     drop them; the upgrade functions' output is held to the same rule.
+//     A file lacking fields the types have (written by an older binary)
+//     loads, with those fields at their zero values.
+//   - Cleanup. The next Open removes the temporary files that a crash
+//     during a save of this checkpoint left, and nothing else: the names
+//     read back to exactly one checkpoint, so another checkpoint's files
+//     in the same directory, even one whose name begins with this one's,
+//     are never touched.
 //
 // # Security
 //
 // The checkpoint, its .prev copy and the lock file are created 0600 (see
-// WithFileMode), and a directory Open creates is 0700, because values may
-// hold secrets. Reads and the lock open their files with O_NOFOLLOW, and
-// saves replace the checkpoint by rename, which replaces a symlink instead
-// of following it: a symlink planted at the checkpoint's path is reported,
-// never followed. The directory itself is trusted: its permissions are
-// not checked, and it must not be writable by other users. Errors and logs
-// name paths and keys, never values.
+// WithFileMode), and a directory Open (or a save, after the directory was
+// removed) creates is 0700, because values may hold secrets. Reads and the
+// lock open their files with O_NOFOLLOW, temporary files are created with
+// O_EXCL|O_NOFOLLOW, and saves replace the checkpoint by rename, which
+// replaces a symlink instead of following it: a symlink planted at any
+// name this package uses is reported or replaced, never followed. The
+// directory itself is trusted: its permissions are not checked, and it
+// must not be writable by other users.
+//
+// Errors and logs name paths, keys (as the file holds them), Go types,
+// field names and counts, never a value. The texts of encoding/json's
+// errors and of (Un)MarshalJSON and (Un)MarshalText methods are never
+// included, since they quote what they were given: an error says what
+// kind of problem it was (a JSON string where a number is expected, a
+// json.Number that is not a number, a failing MarshalJSON of type T) and
+// keeps the original reachable with errors.As and Unwrap (EncodeError.Err,
+// EntryError.Err), for a caller who chooses to look. A key that is refused
+// because it would not read back is not shown either, only its type. The
+// one exception is an UpgradeFunc's own error, which is included as
+// returned: write it without values.
 //
 // # Caveats
 //
@@ -71,6 +134,14 @@
 //     program that writes the file directly.
 //   - Entry order in the file is not meaningful and changes as entries are
 //     deleted.
+//   - Between the removal of the lock file and this File's next save, a
+//     second Open of the same path succeeds; the save then finds out (see
+//     One owner) but cannot undo what the other File served meanwhile.
+//   - Temporary files left by a crash under an earlier version of this
+//     package (named "."+base+digits by renameio) are not removed: such a
+//     name cannot be told from another checkpoint's live temporary file.
+//   - Unknown fields are found by encoding/json: inside a type with its
+//     own UnmarshalJSON or UnmarshalText, that method decides.
 //   - A File serialises its own methods; it is not a database. Every save
 //     writes the whole file (Commit only saves encoding work), so the cost
 //     of a save grows with the number of entries.

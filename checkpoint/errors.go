@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"strings"
 )
 
@@ -24,7 +25,12 @@ var (
 
 	// ErrNewerSchema is returned by Load when the file was written with a
 	// newer value schema, or a newer file format, than this binary knows:
-	// typically after a downgrade. The message gives both numbers.
+	// typically after a downgrade. The message gives both numbers. It is
+	// also returned when entries have fields (in the key, the value, or any
+	// struct nested in them) that this binary's types do not have: a newer
+	// binary wrote them without bumping the schema, and dropping the fields
+	// would lose them for good at the next save. The message names the
+	// first such entry and field; WithDropUnknownFields lets Load drop them.
 	ErrNewerSchema = errors.New("checkpoint schema is newer than this binary's")
 
 	// ErrOlderSchema is returned by Load when the file's value schema is
@@ -43,22 +49,144 @@ var (
 var (
 	// ErrLocked is returned by Open when another File, in this process or
 	// another, holds the checkpoint's lock and the context ended (or the
-	// lock wait elapsed) before it was released.
+	// lock wait elapsed) before it was released. Save, Commit and
+	// Quarantine return it when this File's lock file was removed (with
+	// its directory, say) and another File has since taken the lock at the
+	// same path.
 	ErrLocked = errors.New("checkpoint is locked")
 
 	// ErrClosed is returned by methods called after Close.
 	ErrClosed = errors.New("checkpoint is closed")
 
 	// ErrUnreadable is returned by Save and Commit when the file on disk
-	// could not be read by the last Load: it may hold state nobody has
-	// looked at, so it is not replaced until Quarantine moved it aside.
+	// could not be read by the last Load, or was written by another File
+	// while this one's lock file was gone: it may hold state nobody has
+	// looked at, so it is not replaced until a Load has read it or
+	// Quarantine moved it aside.
 	ErrUnreadable = errors.New("refusing to replace a checkpoint that could not be read")
 
-	// ErrEncode is returned by Save and Commit when a key or value cannot
-	// be encoded as JSON (a NaN, a channel, a failing MarshalJSON). Nothing
-	// is written.
+	// ErrEncode is returned by Save and Commit, inside an *EncodeError,
+	// when an entry cannot be written: its key or value cannot be encoded
+	// as JSON (a NaN, a channel, a failing MarshalJSON), or its key would
+	// not read back from JSON as the same key (see File). Nothing is
+	// written.
 	ErrEncode = errors.New("checkpoint entry cannot be encoded")
 )
+
+// EncodeError is returned, wrapped, by Save and Commit when an entry cannot
+// be written. errors.Is(err, ErrEncode) reports true, and errors.As finds it
+// with the entry's key.
+//
+// Its text names the key's or value's Go type and says what is wrong; it
+// shows the key (as JSON) only when the key is not at fault, and never the
+// value or the text of the underlying error, which encoding/json and
+// MarshalJSON methods write with the value quoted.
+type EncodeError struct {
+	Key    any    // the entry's key, as given to Save or Commit
+	Index  int    // the position of the entry's change in Commit's changes; -1 for Save
+	InKey  bool   // the key is at fault; otherwise the value is
+	Reason string // what is wrong, naming Go types and fields, never a value
+	// Err is the error of encoding/json or of a MarshalJSON or decoding
+	// method, if one caused this; nil when the key encoded but would not
+	// read back as itself. Its text may quote the value: do not log it.
+	Err error
+
+	typ     string // the Go type at fault
+	keyJSON string // the key as the file would hold it, when the value is at fault
+}
+
+// Error says which entry and why, without the value.
+func (e *EncodeError) Error() string {
+	if e.InKey {
+		return fmt.Sprintf("%v: a key of Go type %s %s", ErrEncode, e.typ, e.Reason)
+	}
+	return fmt.Sprintf("%v: the value of key %s (Go type %s): %s", ErrEncode, e.keyJSON, e.typ, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrEncode) true.
+func (e *EncodeError) Is(target error) bool { return target == ErrEncode }
+
+// Unwrap returns Err.
+func (e *EncodeError) Unwrap() error { return e.Err }
+
+// encodeFailure describes an error of json.Marshal (or of a json.Encoder)
+// without its text: encoding/json quotes invalid json.Number literals in
+// its messages, and a MarshalJSON or MarshalText error is the type's own
+// text, which may quote anything.
+func encodeFailure(err error) string {
+	var (
+		me  *json.MarshalerError
+		ute *json.UnsupportedTypeError
+		uve *json.UnsupportedValueError
+	)
+	switch {
+	case errors.As(err, &me):
+		var se *json.SyntaxError
+		if errors.As(me.Err, &se) {
+			return fmt.Sprintf("the MarshalJSON method of Go type %v returned invalid JSON (at offset %d)", me.Type, se.Offset)
+		}
+		return fmt.Sprintf("the MarshalJSON or MarshalText method of Go type %v failed (its message is not shown, as it may quote the value; EncodeError.Err holds it)", me.Type)
+	case errors.As(err, &ute):
+		return fmt.Sprintf("it holds Go type %v, which JSON cannot encode", ute.Type)
+	case errors.As(err, &uve):
+		switch {
+		case uve.Str == "NaN" || uve.Str == "+Inf" || uve.Str == "-Inf":
+			return "it holds a float JSON cannot represent (" + uve.Str + ")"
+		case strings.HasPrefix(uve.Str, "encountered a cycle via "):
+			return "it holds a pointer cycle (" + uve.Str + ")" // names a type, not a value
+		}
+		return "it holds a value JSON cannot represent"
+	case strings.HasPrefix(err.Error(), "json: invalid number literal"):
+		return "it holds a json.Number that is not a JSON number"
+	}
+	return fmt.Sprintf("encoding/json refused it (%T; its message is not shown, as it may quote the value)", err)
+}
+
+// decodeFailure describes an error of json.Unmarshal (or of a
+// json.Decoder) without its text, which may quote the input: netip.Addr,
+// time.Time and json.Number quote what they were given, and an
+// UnmarshalJSON method's error is the type's own text.
+func decodeFailure(err error) string {
+	var (
+		te *json.UnmarshalTypeError
+		se *json.SyntaxError
+	)
+	switch {
+	case errors.As(err, &te):
+		kind, _, _ := strings.Cut(te.Value, " ") // "number 1234" quotes the number
+		field := ""
+		if te.Field != "" {
+			field = " in field " + te.Field
+		}
+		return fmt.Sprintf("a JSON %s%s where Go type %v is expected", kind, field, te.Type)
+	case errors.As(err, &se):
+		return fmt.Sprintf("it is not valid JSON (at offset %d)", se.Offset)
+	}
+	if name, ok := unknownField(err); ok {
+		return fmt.Sprintf("it has a field %q that the Go type does not have", name)
+	}
+	return fmt.Sprintf("its decoder failed (%T; its message is not shown, as it may quote the value)", err)
+}
+
+// unknownField reports whether err is a json.Decoder's error for a field
+// its target does not have (with DisallowUnknownFields), and which. The
+// decoder has no error type for it, only the text `json: unknown field
+// "name"`; the name is a field name, not a value, and is cut short.
+func unknownField(err error) (string, bool) {
+	const prefix = "json: unknown field "
+	msg := err.Error()
+	if !strings.HasPrefix(msg, prefix) {
+		return "", false
+	}
+	name, uerr := strconv.Unquote(msg[len(prefix):])
+	if uerr != nil {
+		name = "?"
+	}
+	if len(name) > 64 {
+		name = name[:64] + "..."
+	}
+	return name, true
+}
 
 // BadEntriesError is returned by Load when the file is intact (its checksum
 // holds) but some entries could not be decoded or upgraded. The Snapshot
@@ -115,44 +243,51 @@ func (e *BadEntriesError) Unwrap() []error {
 }
 
 // decodeError returns the error to report for an entry line that did not
-// decode: err itself when the key is at fault (keys are not secret), and
-// otherwise a *valueError, whose text does not quote the value. Decoders
-// of value types do quote their input (netip.ParseAddr, time.Parse), and
-// these errors reach Report.Errors and logs, where values must never go.
+// decode, saying whether the key or the value is at fault, in words that
+// never quote either: decoders do quote their input (netip.ParseAddr,
+// time.Parse, json.Number), and these errors reach Report.Errors and logs,
+// where values must never go. (The key is shown by EntryError.Key.)
 func decodeError[K comparable](line []byte, err error) error {
-	var raw rawKV
-	if json.Unmarshal(line, &raw) == nil && len(raw.Key) > 0 {
-		var k K
-		if kerr := json.Unmarshal(raw.Key, &k); kerr != nil {
-			return kerr
-		}
-	}
-	return &valueError{err: err}
-}
-
-// valueError is an entry whose value does not decode. Its text names the
-// JSON kind and the Go type involved, never the value; the decoder's error
-// stays reachable with errors.As.
-type valueError struct{ err error }
-
-func (e *valueError) Error() string {
-	var te *json.UnmarshalTypeError
-	if errors.As(e.err, &te) {
-		kind, _, _ := strings.Cut(te.Value, " ") // "number 1234" quotes the number
-		field := ""
-		if te.Field != "" {
-			field = " in field " + te.Field
-		}
-		return fmt.Sprintf("the value does not decode: a JSON %s%s where Go type %v is expected", kind, field, te.Type)
-	}
+	part := "value"
 	var se *json.SyntaxError
-	if errors.As(e.err, &se) {
-		return fmt.Sprintf("the entry is not valid JSON (at offset %d)", se.Offset)
+	if errors.As(err, &se) {
+		part = "entry"
+	} else if raw := rawKeyJSON(line); raw != nil {
+		var k K
+		if kerr := strictUnmarshal(raw, &k); kerr != nil {
+			return &entryDecodeError{part: "key", err: kerr}
+		}
 	}
-	return fmt.Sprintf("the value does not decode (%T; its message is not shown, as it may quote the value)", e.err)
+	return &entryDecodeError{part: part, err: err}
 }
 
-func (e *valueError) Unwrap() error { return e.err }
+// entryDecodeError is an entry whose key or value does not decode. Its text
+// names the JSON kind, the field and the Go type involved, never the
+// input; the decoder's error stays reachable with errors.As.
+type entryDecodeError struct {
+	part string // "key", "value" or "entry"
+	err  error
+}
+
+func (e *entryDecodeError) Error() string {
+	return fmt.Sprintf("the %s does not decode: %s", e.part, decodeFailure(e.err))
+}
+
+func (e *entryDecodeError) Unwrap() error { return e.err }
+
+// unknownFieldsError is the error of a Load that found entries with fields
+// the key or value type does not have. It matches ErrNewerSchema.
+type unknownFieldsError struct {
+	first EntryError // the first such entry; its Err names the field
+	count int        // how many entries
+	total int        // entries in the file
+}
+
+func (e *unknownFieldsError) Error() string {
+	return fmt.Sprintf("%v: %d of %d entries have fields that the Go types of this binary do not have (first: %v): a newer binary wrote them without bumping the schema (WithSchema); upgrade the binary, quarantine the file, or open it WithDropUnknownFields to drop those fields", ErrNewerSchema, e.count, e.total, e.first)
+}
+
+func (e *unknownFieldsError) Is(target error) bool { return target == ErrNewerSchema }
 
 // pathError says which operation and step failed on which path, the way
 // fs.PathError does, so that errors.As(err, *fs.PathError) works too.

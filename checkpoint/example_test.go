@@ -2,9 +2,11 @@ package checkpoint_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
 )
@@ -66,5 +68,26 @@ func ExampleFile_Quarantine() {
 	// true
 	// true
 	// state.json.corrupt-
+	// <nil>
+}
+
+// A key that would not read back from JSON as itself is refused before
+// anything is written: here a time from time.Now(), whose monotonic clock
+// reading JSON does not keep. The same time with t.Round(0).UTC() is fine.
+func ExampleEncodeError() {
+	ctx := context.Background()
+	type session struct {
+		VM    string    `json:"vm"`
+		Start time.Time `json:"start"`
+	}
+	m := checkpoint.NewMemory[session, string]()
+	now := time.Now()
+	err := m.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[session, string]{{Key: session{"vm-1", now}, Value: "attached"}})
+	var ee *checkpoint.EncodeError
+	fmt.Println(errors.Is(err, checkpoint.ErrEncode), errors.As(err, &ee) && ee.InKey)
+	err = m.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[session, string]{{Key: session{"vm-1", now.Round(0).UTC()}, Value: "attached"}})
+	fmt.Println(err)
+	// Output:
+	// true true
 	// <nil>
 }

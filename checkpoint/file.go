@@ -16,6 +16,12 @@ import (
 
 // File is a checkpoint file on disk, owned by this File from Open to Close.
 //
+// Keys must read back from JSON as themselves (==): Save and Commit refuse
+// a key that would not (invalid UTF-8, a time.Time with a monotonic reading
+// or a *time.Location, a non-nil pointer, a difference only in unexported
+// fields; see the package documentation) with an *EncodeError matching
+// ErrEncode, and write nothing.
+//
 // All methods are safe for concurrent use; they run one at a time.
 type File[K comparable, V any] struct {
 	c    *core[K, V]
@@ -27,8 +33,12 @@ type File[K comparable, V any] struct {
 // Open creates path's directory if it is missing (mode 0700, made durable
 // by an fsync of its parent, so that the first save survives a power cut),
 // takes an exclusive lock on path+".lock" for the life of the File, and
-// then removes temporary files that a save interrupted by a crash left
-// next to path.
+// then removes the temporary files that a save of this checkpoint
+// interrupted by a crash left next to path (only those: another
+// checkpoint's, in the same directory, are left alone). If the lock file
+// is removed later (with its directory, say), the next save or quarantine
+// takes the lock at the path again, or fails with ErrLocked if another
+// File has taken it.
 // When another File holds the lock, in this process or another, Open waits
 // until ctx is done (or the WithLockWait bound elapses) and returns an error
 // matching ErrLocked that names the path and, when it can, the holder's PID.
@@ -57,6 +67,7 @@ func Open[K comparable, V any](ctx context.Context, path string, opts ...Option)
 		prevTmp: filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".prev-tmp"),
 		lock:    path + ".lock",
 		mode:    cfg.mode,
+		log:     cfg.logger,
 	}
 	if err := d.makeDir(); err != nil {
 		return nil, pathError("open: create directory", d.dir, err)
@@ -101,15 +112,21 @@ func (f *File[K, V]) Load(ctx context.Context) (Snapshot[K, V], error) {
 // s.Meta's Format, Schema, Seq and SavedAt (and BootID, if empty and the
 // File has one); Phase and Writer are the caller's.
 //
-// The write protocol: the previous file is hard-linked as path+".prev"; the
-// new content goes to a temporary file in the same directory, which is
-// written, fsynced and closed, then renamed over path; then the directory is
-// fsynced. A crash at any instant leaves either the previous or the new
+// The write protocol: every entry is encoded (and every key checked) first;
+// the lock is checked to still be this File's at its path (see Open); the
+// previous file is hard-linked as path+".prev"; the new content goes to a
+// temporary file created exclusively in the same directory, which is
+// written, fsynced and closed, then renamed over path; then the directory
+// is fsynced. A crash at any instant leaves either the previous or the new
 // checkpoint at path, never a torn one. Each step that fails is named in
-// the error, and path still holds the previous checkpoint.
+// the error, and path still holds the previous checkpoint. If the file was
+// removed since this File last wrote it, Save writes it again (and logs
+// that it had disappeared).
 //
 // Save refuses (ErrUnreadable) to replace a file that could not be read;
-// it reads the file first if nothing has yet.
+// it reads the file first if nothing has yet. A key or value that cannot be
+// written fails Save with an *EncodeError (ErrEncode) before anything on
+// disk changes.
 func (f *File[K, V]) Save(ctx context.Context, s Snapshot[K, V]) error {
 	return f.c.save(ctx, s)
 }
@@ -117,7 +134,9 @@ func (f *File[K, V]) Save(ctx context.Context, s Snapshot[K, V]) error {
 // Commit saves the checkpoint as it was last loaded or saved, with changes
 // applied in order; it writes the same file Save would, with the same
 // guarantees, but encodes only the changed entries. If the write fails,
-// neither the file nor what Commit applies to next changes.
+// neither the file nor what Commit applies to next changes. An entry that
+// cannot be written fails Commit with an *EncodeError whose Index is the
+// position of its change.
 func (f *File[K, V]) Commit(ctx context.Context, m Meta, changes []Change[K, V]) error {
 	return f.c.commit(ctx, m, changes)
 }
@@ -135,7 +154,7 @@ func (f *File[K, V]) Close() error {
 	return f.c.close()
 }
 
-// disk is the backend of File.
+// disk is the backend of File. Its methods run under the core's mutex.
 type disk struct {
 	fs      fsys.FS
 	path    string
@@ -144,8 +163,13 @@ type disk struct {
 	prevTmp string
 	lock    string
 	mode    fs.FileMode
-	unlock  func() error
+	log     *zap.Logger
+	held    fsys.Lock // the lock on path+".lock"; nil once released
 }
+
+// errTakenOver is returned by disk.replace when another File wrote the
+// checkpoint while this one's lock file was gone.
+var errTakenOver = errors.New("another File wrote the checkpoint")
 
 func (d *disk) name() string { return d.path }
 
@@ -160,9 +184,9 @@ func (d *disk) acquire(ctx context.Context, wait time.Duration) error {
 	// with a non-blocking lock, backing off to 50ms between tries.
 	backoff := time.Millisecond
 	for {
-		unlock, err := d.fs.TryLock(d.lock, d.mode)
+		lock, err := d.fs.TryLock(d.lock, d.mode)
 		if err == nil {
-			d.unlock = unlock
+			d.held = lock
 			return nil
 		}
 		if !errors.Is(err, fsys.ErrWouldBlock) {
@@ -173,13 +197,13 @@ func (d *disk) acquire(ctx context.Context, wait time.Duration) error {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return d.lockedError(ctx.Err())
+			return d.lockedError("open", ctx.Err())
 		case <-deadline:
 			t.Stop()
-			return d.lockedError(nil)
+			return d.lockedError("open", nil)
 		}
 		if wait == 0 {
-			return d.lockedError(nil)
+			return d.lockedError("open", nil)
 		}
 		backoff = min(2*backoff, 50*time.Millisecond)
 	}
@@ -216,7 +240,7 @@ func (d *disk) makeDir() error {
 	return nil
 }
 
-func (d *disk) lockedError(cause error) error {
+func (d *disk) lockedError(op string, cause error) error {
 	holder := ""
 	if pid := fsys.LockHolder(d.fs, d.lock); pid != "" {
 		holder = " by process " + pid
@@ -225,18 +249,88 @@ func (d *disk) lockedError(cause error) error {
 	if cause != nil {
 		msg = fmt.Errorf("%w (gave up: %w)", msg, cause)
 	}
-	return pathError("open", d.path, msg)
+	return pathError(op, d.path, msg)
 }
 
 func (d *disk) release() {
-	if d.unlock != nil {
-		_ = d.unlock()
-		d.unlock = nil
+	if d.held != nil {
+		_ = d.held.Unlock()
+		d.held = nil
 	}
 }
 
-// removeLeftovers removes the temporary files of saves that a crash cut
-// short. Holding the lock, nobody else can be writing them.
+// own makes sure this File still holds the lock at its path before a save
+// or a quarantine changes anything there.
+//
+// A flock stays on the file it was taken on. When the lock file is removed
+// (an operator's rm -rf of the directory, a cleanup script), this File
+// keeps a lock that nobody else can see, and another Open creates and
+// locks a new lock file at the same path: two owners. So every save and
+// quarantine first checks that the locked file is still the one at the
+// path (an fstat and an lstat). If it is not, it creates the directory
+// again as Open does, takes the lock at the path again, and fails with
+// ErrLocked if another File holds it. While nobody held the lock at the
+// path, another File may have written the checkpoint; with last (a save),
+// that is checked too, so that what it wrote is not replaced unread.
+func (d *disk) own(op string, last *onDisk) error {
+	stale, err := d.held.Stale()
+	if err != nil {
+		return pathError(op+": check lock", d.lock, err)
+	}
+	if !stale {
+		return nil
+	}
+	if err := d.makeDir(); err != nil {
+		return pathError(op+": create directory", d.dir, err)
+	}
+	// Whoever created the directory again may not have made its entry
+	// durable, and a save fsyncs the directory, not its parent.
+	if err := d.fs.SyncDir(filepath.Dir(d.dir)); err != nil {
+		return pathError(op+": fsync directory", filepath.Dir(d.dir), err)
+	}
+	lock, err := d.fs.TryLock(d.lock, d.mode)
+	if errors.Is(err, fsys.ErrWouldBlock) {
+		return d.lockedError(op, errors.New("this File's lock file was removed, and another File has taken the lock at its path since"))
+	}
+	if err != nil {
+		return pathError(op+": lock", d.lock, err)
+	}
+	_ = d.held.Unlock()
+	d.held = lock
+	d.log.Warn("the checkpoint's lock file had disappeared (was its directory removed?); took the lock again at its path",
+		zap.String("path", d.path), zap.String("lock", d.lock))
+	if last != nil {
+		return d.sameFile(*last)
+	}
+	return nil
+}
+
+// sameFile returns an error wrapping errTakenOver unless the checkpoint at
+// the path is missing or is the one described by last.
+func (d *disk) sameFile(last onDisk) error {
+	data, err := d.fs.ReadFile(d.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // gone with the lock file: nothing to lose
+	}
+	if err != nil {
+		return pathError("save: read", d.path, err)
+	}
+	p, perr := parse(data)
+	if perr == nil && last.exists && p.meta.Seq == last.seq && p.meta.SavedAt.Equal(last.savedAt) {
+		return nil
+	}
+	found := "a file that is not a readable checkpoint"
+	if perr == nil {
+		found = fmt.Sprintf("seq %d", p.meta.Seq)
+	}
+	return fmt.Errorf("%w: while this File's lock file was gone, another process wrote %s (this File last read or wrote seq %d)", errTakenOver, found, last.seq)
+}
+
+// removeLeftovers removes the temporary files of saves of this checkpoint
+// that a crash cut short. Holding the lock, nobody else can be writing
+// them. Another checkpoint's temporary files in the same directory, even
+// one whose name starts with this one's, are never touched: fsys.TempOf
+// reads a temporary name back to exactly one checkpoint.
 func (d *disk) removeLeftovers() (int, error) {
 	names, err := d.fs.ReadDirNames(d.dir)
 	if err != nil {
@@ -244,7 +338,7 @@ func (d *disk) removeLeftovers() (int, error) {
 	}
 	base, n := filepath.Base(d.path), 0
 	for _, name := range names {
-		if fsys.IsTemp(name, base) || name == filepath.Base(d.prevTmp) {
+		if of, ok := fsys.TempOf(name); (ok && of == base) || name == filepath.Base(d.prevTmp) {
 			if err := d.fs.Remove(filepath.Join(d.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return n, err
 			}
@@ -256,23 +350,26 @@ func (d *disk) removeLeftovers() (int, error) {
 
 func (d *disk) read() ([]byte, error) { return d.fs.ReadFile(d.path) }
 
-func (d *disk) replace(data []byte, keepPrev bool) error {
+func (d *disk) replace(data []byte, last onDisk) error {
 	fail := func(step string, err error) error { return pathError("save: "+step, d.path, err) }
-	if keepPrev {
-		// A hard link keeps the previous file without ever leaving path
-		// empty, and rename makes the new .prev appear atomically.
-		if err := d.fs.Remove(d.prevTmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := d.own("save", &last); err != nil {
+		return err
+	}
+	keptPrev := false
+	if last.exists {
+		var err error
+		if keptPrev, err = d.keepPrev(); err != nil {
 			return fail("keep previous", err)
 		}
-		if err := d.fs.Link(d.path, d.prevTmp); err != nil {
-			return fail("keep previous", err)
-		}
-		if err := d.fs.Rename(d.prevTmp, d.prev); err != nil {
-			_ = d.fs.Remove(d.prevTmp)
-			return fail("keep previous", err)
+		if !keptPrev {
+			// Removed under a running daemon (an operator's rm, a cleanup
+			// script): the state is in memory, and this save writes all
+			// of it, with the usual durability.
+			d.log.Warn("the checkpoint file had disappeared; this save writes it again from the state in memory",
+				zap.String("path", d.path), zap.Uint64("lastSeq", last.seq))
 		}
 	}
-	f, err := d.fs.CreateTemp(d.dir, d.path, d.mode)
+	f, err := d.createTemp()
 	if err != nil {
 		return fail("create temporary file", err)
 	}
@@ -305,10 +402,43 @@ func (d *disk) replace(data []byte, keepPrev bool) error {
 	// synced: a power cut could bring the old entry back. renameio stops
 	// before this step; raft's file snapshot store and etcd take it.
 	if err := d.fs.SyncDir(d.dir); err != nil {
-		d.undoRename(keepPrev)
+		d.undoRename(keptPrev)
 		return fail("fsync directory", err)
 	}
 	return nil
+}
+
+// keepPrev makes the checkpoint path+".prev" too. A hard link keeps the
+// previous file without ever leaving path empty, and rename makes the new
+// .prev appear atomically. It reports false, having changed nothing, when
+// there is no checkpoint to keep.
+func (d *disk) keepPrev() (bool, error) {
+	if err := d.fs.Remove(d.prevTmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	if err := d.fs.Link(d.path, d.prevTmp); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	if err := d.fs.Rename(d.prevTmp, d.prev); err != nil {
+		_ = d.fs.Remove(d.prevTmp)
+		return false, err
+	}
+	return true, nil
+}
+
+// createTemp creates a temporary file for a save, exclusively, under a
+// random name that only this checkpoint's cleanup recognises
+// (fsys.TempName). A name that is taken draws another.
+func (d *disk) createTemp() (fsys.File, error) {
+	for tries := 1; ; tries++ {
+		f, err := d.fs.CreateExcl(fsys.TempName(d.path), d.mode)
+		if err == nil || !errors.Is(err, fs.ErrExist) || tries == 8 {
+			return f, err
+		}
+	}
 }
 
 // undoRename puts the previous checkpoint back at path after the rename of
@@ -329,6 +459,9 @@ func (d *disk) undoRename(hadPrev bool) {
 }
 
 func (d *disk) quarantine() (string, error) {
+	if err := d.own("quarantine", nil); err != nil {
+		return "", err
+	}
 	base := d.path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
 	dst := base
 	// Link, unlike rename, fails instead of replacing an earlier
@@ -362,11 +495,11 @@ func (d *disk) quarantine() (string, error) {
 }
 
 func (d *disk) close() error {
-	if d.unlock == nil {
+	if d.held == nil {
 		return nil
 	}
-	err := d.unlock()
-	d.unlock = nil
+	err := d.held.Unlock()
+	d.held = nil
 	if err != nil {
 		return pathError("close: unlock", d.lock, err)
 	}

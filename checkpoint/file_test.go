@@ -196,7 +196,12 @@ func TestCommitEncodeErrorChangesNothing(t *testing.T) {
 	nan = nan / nan
 	err = f.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[string, float64]{{Key: "b", Value: 2}, {Key: "c", Value: nan}})
 	require.ErrorIs(t, err, checkpoint.ErrEncode)
-	assert.Contains(t, err.Error(), "key c")
+	assert.Contains(t, err.Error(), `key "c"`)
+	var ee *checkpoint.EncodeError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, "c", ee.Key)
+	assert.Equal(t, 1, ee.Index, "the position of the change in Commit's changes")
+	assert.False(t, ee.InKey)
 	err = f.Save(ctx, checkpoint.Snapshot[string, float64]{Entries: map[string]float64{"c": nan}})
 	require.ErrorIs(t, err, checkpoint.ErrEncode)
 
@@ -400,8 +405,19 @@ func TestLeftoverTempFilesRemovedAtOpen(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ipam.json")
-	leftovers := []string{".ipam.json123456", ".ipam.json9", ".ipam.json.prev-tmp"}
-	keep := []string{"ipam.json.corrupt-20261130T080000.000000000Z", ".ipam.jsonx1", "other.json", ".other.json42"}
+	leftovers := []string{".ipam.json.tmp-0123456789abcdef", ".ipam.json.tmp-ffffffffffffffff", ".ipam.json.prev-tmp"}
+	keep := []string{
+		"ipam.json.corrupt-20261130T080000.000000000Z", ".ipam.jsonx1", "other.json", ".other.json42",
+		// Temporary files of other checkpoints, some with names that
+		// begin with this one's.
+		".ipam.json1.tmp-0123456789abcdef", ".ipam.json.x.tmp-0123456789abcdef", ".other.json.tmp-0123456789abcdef",
+		".ipam.json.tmp-0123456789abcdef.tmp-0123456789abcdef",
+		// Not temporary names at all.
+		".ipam.json.tmp-0123456789ABCDEF", ".ipam.json.tmp-0123", ".ipam.json.tmp-0123456789abcdef0",
+		// What renameio used to make: ambiguous (".ipam.json123456" may
+		// be a temporary file of "ipam.json1"), so never removed.
+		".ipam.json123456", ".ipam.json9",
+	}
 	for _, n := range append(leftovers, keep...) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o600))
 	}

@@ -30,6 +30,19 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("{\n  \"format\": 1,\n" + strings.Repeat(" ", 80)))
 	body := "{\n  \"format\": 1,\n  \"schema\": 1,\n  \"phase\": \"\",\n  \"writer\": \"\",\n  \"bootID\": \"\",\n  \"seq\": 1,\n  \"savedAt\": \"0001-01-01T00:00:00Z\",\n  \"entries\": [\n    {\"key\":{\"network\":1},\"value\":{}}\n  ],\n"
 	f.Add([]byte(body + sealFor(body)))
+	// Entries with fields the types lack (in the value, in the key), a key
+	// holding U+FFFD (which reads back), a value whose decoder fails and
+	// a header whose time does not parse.
+	for _, entries := range []string{
+		`    {"key":{"network":"n","containerID":"c","ifName":"e"},"value":{"ip":"10.0.0.1","since":"2026-01-01T00:00:00Z","mtu":9000}}`,
+		`    {"key":{"network":"n","containerID":"c","ifName":"e","zone":"z"},"value":{}}`,
+		`    {"key":{"network":"\ufffd","containerID":"\\ufffd","ifName":"e"},"value":{}},` + "\n" + `    {"key":{"network":"n"},"value":{"ip":"not an ip"}}`,
+	} {
+		body := strings.Replace(body, `    {"key":{"network":1},"value":{}}`, entries, 1)
+		f.Add([]byte(body + sealFor(body)))
+	}
+	badTime := strings.Replace(body, `"0001-01-01T00:00:00Z"`, `"yesterday"`, 1)
+	f.Add([]byte(badTime + sealFor(badTime)))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := checkpoint.NewMemory[podKey, alloc]()

@@ -24,8 +24,9 @@ type Memory[K comparable, V any] struct {
 }
 
 // NewMemory returns an empty in-memory checkpoint. It takes the options of
-// Open that concern the content (WithSchema, WithUpgrade, WithBootID); an
-// invalid option makes every method return the error.
+// Open that concern the content (WithSchema, WithUpgrade, WithBootID,
+// WithDropUnknownFields) and WithLogger; an invalid option makes every
+// method return the error.
 func NewMemory[K comparable, V any](opts ...Option) *Memory[K, V] {
 	cfg, err := buildConfig(opts)
 	var bootID string
@@ -249,7 +250,7 @@ func (b *memBackend) read() ([]byte, error) {
 	return bytes.Clone(b.data), nil
 }
 
-func (b *memBackend) replace(data []byte, keepPrev bool) error {
+func (b *memBackend) replace(data []byte, last onDisk) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.failN > 0 {
@@ -263,7 +264,7 @@ func (b *memBackend) replace(data []byte, keepPrev bool) error {
 	if b.latency > 0 {
 		time.Sleep(b.latency)
 	}
-	if keepPrev && b.exists {
+	if last.exists && b.exists {
 		b.prev = b.data
 	}
 	b.data, b.exists = slices.Clone(data), true

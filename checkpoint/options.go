@@ -29,12 +29,13 @@ func (f optionFunc) apply(c *config) { f(c) }
 type UpgradeFunc func(key, value json.RawMessage) (newKey, newValue json.RawMessage, err error)
 
 type config struct {
-	schema   int
-	upgrades map[int]UpgradeFunc
-	bootID   func() (string, error)
-	mode     fs.FileMode
-	lockWait time.Duration // < 0: no limit but the context's
-	logger   *zap.Logger
+	schema      int
+	upgrades    map[int]UpgradeFunc
+	bootID      func() (string, error)
+	mode        fs.FileMode
+	lockWait    time.Duration // < 0: no limit but the context's
+	logger      *zap.Logger
+	dropUnknown bool // WithDropUnknownFields
 }
 
 func defaultConfig() config {
@@ -100,7 +101,26 @@ func WithLockWait(d time.Duration) Option {
 	})
 }
 
-// WithLogger logs opening, quarantining and leftover cleanup (paths and
+// WithDropUnknownFields makes Load accept entries whose JSON has fields
+// that the key or value type does not have (at any depth), and drop those
+// fields, instead of failing with ErrNewerSchema.
+//
+// Without it, such fields are taken for what they most likely are: fields
+// a newer binary added without bumping the schema, which this binary would
+// lose for good at its next save (and a later roll forward would find
+// gone). Use it only when those fields are known to be unneeded, e.g.
+// fields a newer version added and then removed again. With it, Load logs
+// how many entries lost fields, and the next Save or Commit writes every
+// such entry without them, unchanged ones included.
+//
+// Fields are checked by encoding/json: a type with its own UnmarshalJSON
+// decides for itself what it accepts.
+func WithDropUnknownFields() Option {
+	return optionFunc(func(c *config) { c.dropUnknown = true })
+}
+
+// WithLogger logs opening, quarantining, leftover cleanup, a checkpoint
+// or lock file that disappeared, and dropped unknown fields (paths and
 // counts, never values). The default discards everything.
 func WithLogger(l *zap.Logger) Option {
 	return optionFunc(func(c *config) {

@@ -45,6 +45,12 @@ func (o Origin) String() string {
 // checkpoint save carries every change that queued while the previous save
 // ran, and each caller returns when its own change is durable.
 //
+// A key must read back from JSON as itself (==): in the phases that write
+// the checkpoint, a write whose key would not (invalid UTF-8, a time.Time
+// with a monotonic reading or a *time.Location, a pointer, an unexported
+// field; see package checkpoint) fails with checkpoint.ErrEncode and
+// changes nothing, as a value JSON cannot encode does.
+//
 // Values are kept as given, not copied: a value holding a map, a slice or
 // a pointer shares what it points to with the Store. Treat what Get, All
 // and Tx.Get return as read-only, and change a copy (then Put it): changing

@@ -11,21 +11,28 @@
 // # Caveats
 //
 // The seam is as narrow as the checkpoint's write protocol needs, not a
-// general file-system abstraction: whole-file reads, temporary files
-// created next to their target, rename, link, remove, directory fsync and
-// an advisory lock.
+// general file-system abstraction: whole-file reads, exclusive creation of
+// temporary files, rename, link, remove, directory fsync and an advisory
+// lock that can tell when its file was removed.
+//
+// Temporary files are named by [TempName], and only [TempOf] recognises
+// them: the name is this module's, not a dependency's, so cleanup never
+// depends on another library's private naming.
 package fsys
 
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 
-	"github.com/google/renameio/v2"
 	"golang.org/x/sys/unix"
 )
 
@@ -41,15 +48,27 @@ type File interface {
 	Close() error
 }
 
+// Lock is an exclusive advisory lock taken by [FS.TryLock].
+type Lock interface {
+	// Unlock releases the lock.
+	Unlock() error
+	// Stale reports whether the locked file is no longer the file at the
+	// name it was locked under: it was removed or replaced (with its
+	// directory, say). Another process can then create and lock a new
+	// file at that name, so the lock no longer keeps anyone out.
+	Stale() (bool, error)
+}
+
 // FS is what a checkpoint file needs from the file system.
 type FS interface {
 	// MkdirAll creates dir and its parents with perm where missing.
 	MkdirAll(dir string, perm fs.FileMode) error
 	// ReadFile reads a whole file without following a symlink at name.
 	ReadFile(name string) ([]byte, error)
-	// CreateTemp creates a new file in dir, named after target with a
-	// random suffix, with permissions exactly perm.
-	CreateTemp(dir, target string, perm fs.FileMode) (File, error)
+	// CreateExcl creates the file name for writing, with permissions
+	// exactly perm. It fails, with an error matching fs.ErrExist, if
+	// anything (a symlink included) is already at name.
+	CreateExcl(name string, perm fs.FileMode) (File, error)
 	// Rename atomically replaces newpath with oldpath.
 	Rename(oldpath, newpath string) error
 	// Link makes newname a hard link to oldname (not following symlinks).
@@ -62,8 +81,43 @@ type FS interface {
 	SyncDir(dir string) error
 	// TryLock takes an exclusive advisory lock on name, creating it with
 	// perm, without waiting; it returns ErrWouldBlock when the lock is
-	// held. The lock lasts until unlock is called or the process dies.
-	TryLock(name string, perm fs.FileMode) (unlock func() error, err error)
+	// held. The lock lasts until it is unlocked or the process dies.
+	TryLock(name string, perm fs.FileMode) (Lock, error)
+}
+
+// The name of a temporary file is "." + the target's base name + tempInfix
+// + tempDigits lowercase hex digits. The suffix has a fixed length and no
+// dot, so a name has exactly one reading: TempOf cuts the suffix and the
+// infix off the end and what is left is the target's base name. (The
+// renameio names used before, "."+base+digits, were ambiguous: ".vm1123"
+// could be a temporary file of "vm" or of "vm1".)
+const (
+	tempInfix  = ".tmp-"
+	tempDigits = 16
+)
+
+// TempName returns a new name, in target's directory, for a temporary file
+// that will be renamed to target. It is random: create it with CreateExcl,
+// and draw another name if that fails with fs.ErrExist.
+func TempName(target string) string {
+	var b [tempDigits / 2]byte
+	binary.LittleEndian.PutUint64(b[:], rand.Uint64())
+	return filepath.Join(filepath.Dir(target), "."+filepath.Base(target)+tempInfix+hex.EncodeToString(b[:]))
+}
+
+// TempOf reports whether name (a base name) is one TempName makes, and if
+// so the base name of the target it was made for.
+func TempOf(name string) (targetBase string, ok bool) {
+	end := len(name) - tempDigits - len(tempInfix) // where the target's base name ends
+	if end < 2 || name[0] != '.' || name[end:end+len(tempInfix)] != tempInfix {
+		return "", false
+	}
+	for _, c := range []byte(name[end+len(tempInfix):]) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return "", false
+		}
+	}
+	return name[1:end], true
 }
 
 type ctxKey struct{}
@@ -117,29 +171,20 @@ func (OS) ReadFile(name string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// CreateTemp creates the file with renameio, which names it
-// "."+base(target)+random in dir and sets its permissions exactly.
-func (OS) CreateTemp(dir, target string, perm fs.FileMode) (File, error) {
-	pf, err := renameio.NewPendingFile(target, renameio.WithTempDir(dir), renameio.WithStaticPermissions(perm))
+// CreateExcl opens name with O_CREAT|O_EXCL|O_NOFOLLOW, so that it never
+// opens, truncates or follows what is already there, and then sets its
+// permissions to perm exactly, whatever the umask.
+func (OS) CreateExcl(name string, perm fs.FileMode) (File, error) {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
 	if err != nil {
 		return nil, err
 	}
-	// The embedded *os.File does the writing; the checkpoint runs the
-	// fsync-close-rename steps itself so that each can fail on its own and
-	// so that it can fsync the directory afterwards, which renameio leaves
-	// to the caller.
-	return pf.File, nil
-}
-
-// IsTemp reports whether name (a base name) is a temporary file that
-// CreateTemp made for target's base name.
-func IsTemp(name, targetBase string) bool {
-	prefix := "." + targetBase
-	if len(name) <= len(prefix) || name[:len(prefix)] != prefix {
-		return false
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		_ = os.Remove(name)
+		return nil, err
 	}
-	_, err := strconv.ParseUint(name[len(prefix):], 10, 63)
-	return err == nil
+	return f, nil
 }
 
 // Rename calls os.Rename, which does not follow a symlink at newpath: it
@@ -182,7 +227,7 @@ func (OS) SyncDir(dir string) error {
 // too, and the kernel drops the lock when the process dies, even by SIGKILL.
 // The holder's PID is written into the file for the error message of the
 // next one to try.
-func (OS) TryLock(name string, perm fs.FileMode) (func() error, error) {
+func (OS) TryLock(name string, perm fs.FileMode) (Lock, error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
 	if err != nil {
 		return nil, err
@@ -204,7 +249,33 @@ func (OS) TryLock(name string, perm fs.FileMode) (func() error, error) {
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
-	return f.Close, nil
+	return &osLock{f: f, name: name}, nil
+}
+
+// osLock is a flock held through an open file.
+type osLock struct {
+	f    *os.File
+	name string
+}
+
+func (l *osLock) Unlock() error { return l.f.Close() }
+
+// Stale compares the locked file (fstat of the open descriptor) with what
+// is at the name now (lstat): a flock stays on the file it was taken on,
+// even once that file has no name left.
+func (l *osLock) Stale() (bool, error) {
+	held, err := l.f.Stat()
+	if err != nil {
+		return false, err
+	}
+	now, err := os.Lstat(l.name)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !os.SameFile(held, now), nil
 }
 
 // LockHolder returns the PID written into a lock file by TryLock, or "" if

@@ -163,8 +163,69 @@ func powerScenarios() []powerScenario {
 	del := func(k string) checkpoint.Change[string, string] {
 		return checkpoint.Change[string, string]{Key: k, Delete: true}
 	}
+	// rm removes names (files, then empty directories) below the scenario's
+	// directory and fsyncs what held them, as an operator's rm -rf and a
+	// sync would: the removal itself is not what is under test.
+	rm := func(names ...string) func(e *pcEnv) error {
+		return func(e *pcEnv) error {
+			fs := fsys.From(e.ctx)
+			for _, n := range names {
+				p := filepath.Join(filepath.Dir(e.path), n)
+				if err := fs.Remove(p); err != nil {
+					return err
+				}
+				if err := fs.SyncDir(filepath.Dir(p)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
 	absent := pcState{}
 	return []powerScenario{
+		{
+			// The checkpoint removed under the open File: the next
+			// commit writes it again, as durably as any save.
+			name: "checkpoint removed while open",
+			rel:  "d/state.json",
+			steps: []pcStep{
+				{"open", open(checkpoint.ErrNotExist), absent},
+				{"save", save("a", "1"), snap(1, "a", "1")},
+				{"commit", commit(put("b", "2")), snap(2, "a", "1", "b", "2")},
+				{"rm checkpoint", rm("state.json"), absent},
+				{"commit recreates", commit(put("c", "3")), snap(3, "a", "1", "b", "2", "c", "3")},
+				{"commit", commit(del("a")), snap(4, "b", "2", "c", "3")},
+			},
+		},
+		{
+			// The directory removed under the open File, lock file and
+			// all: the next commit creates the directory again, takes the
+			// lock again and writes the checkpoint, durably.
+			name: "directory removed while open",
+			rel:  "var/d/state.json",
+			steps: []pcStep{
+				{"open", open(checkpoint.ErrNotExist), absent},
+				{"save", save("a", "1"), snap(1, "a", "1")},
+				{"commit", commit(put("b", "2")), snap(2, "a", "1", "b", "2")},
+				{"rm -rf directory", rm("state.json", "state.json.prev", "state.json.lock", "."), absent},
+				{"commit recreates", commit(put("c", "3")), snap(3, "a", "1", "b", "2", "c", "3")},
+				{"commit", commit(del("a")), snap(4, "b", "2", "c", "3")},
+			},
+		},
+		{
+			// The same, but someone creates the directory again (and does
+			// not fsync its parent) before the next commit: the commit
+			// must make the new directory's entry durable itself.
+			name: "directory removed and created again while open",
+			rel:  "var/d/state.json",
+			steps: []pcStep{
+				{"open", open(checkpoint.ErrNotExist), absent},
+				{"save", save("a", "1"), snap(1, "a", "1")},
+				{"rm -rf directory", rm("state.json", "state.json.lock", "."), absent},
+				{"mkdir", func(e *pcEnv) error { return fsys.From(e.ctx).MkdirAll(filepath.Dir(e.path), 0o700) }, absent},
+				{"commit recreates", commit(put("c", "3")), snap(2, "a", "1", "c", "3")},
+			},
+		},
 		{
 			// Open creates the directories: the first save must survive
 			// even though they are new.

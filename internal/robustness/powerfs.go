@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -73,7 +72,6 @@ type PowerFS struct {
 	cutAt  int     // the call before which the power goes; < 0: none armed
 	off    bool
 	locked map[*node]bool
-	temps  int
 }
 
 // node is a file or a directory.
@@ -291,22 +289,23 @@ func (p *PowerFS) ReadFile(name string) ([]byte, error) {
 	return slices.Clone(n.data), nil
 }
 
-// CreateTemp implements fsys.FS, naming the file as renameio does.
-func (p *PowerFS) CreateTemp(dir, target string, perm fs.FileMode) (fsys.File, error) {
+// CreateExcl implements fsys.FS: it fails with EEXIST if name is taken.
+func (p *PowerFS) CreateExcl(name string, perm fs.FileMode) (fsys.File, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.step(); err != nil {
 		return nil, err
 	}
-	d, err := p.lookup("open", dir)
+	d, last, err := p.parent("open", name)
 	if err != nil {
 		return nil, err
 	}
-	p.temps++
-	name := "." + filepath.Base(target) + strconv.Itoa(100000+p.temps)
+	if d.entries[last] != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.EEXIST}
+	}
 	n := &node{perm: perm}
-	p.bind(p.nextSeq(), d, name, n)
-	return &powerFile{p: p, n: n, name: filepath.Join(dir, name)}, nil
+	p.bind(p.nextSeq(), d, last, n)
+	return &powerFile{p: p, n: n, name: name}, nil
 }
 
 // Rename implements fsys.FS: one atomic change of two entries.
@@ -433,7 +432,7 @@ func (p *PowerFS) SyncDir(dir string) error {
 }
 
 // TryLock implements fsys.FS with an in-memory lock on the file's node.
-func (p *PowerFS) TryLock(name string, perm fs.FileMode) (func() error, error) {
+func (p *PowerFS) TryLock(name string, perm fs.FileMode) (fsys.Lock, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.step(); err != nil {
@@ -452,12 +451,38 @@ func (p *PowerFS) TryLock(name string, perm fs.FileMode) (func() error, error) {
 		return nil, fsys.ErrWouldBlock
 	}
 	p.locked[n] = true
-	return func() error {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		delete(p.locked, n)
-		return nil
-	}, nil
+	return &powerLock{p: p, n: n, name: name}, nil
+}
+
+// powerLock is a lock on a node, which stays locked when its name goes.
+type powerLock struct {
+	p    *PowerFS
+	n    *node
+	name string
+}
+
+func (l *powerLock) Unlock() error {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	delete(l.p.locked, l.n)
+	return nil
+}
+
+// Stale reports whether name no longer leads to the locked node.
+func (l *powerLock) Stale() (bool, error) {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	if err := l.p.step(); err != nil {
+		return false, err
+	}
+	n, err := l.p.lookup("lstat", l.name)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return n != l.n, nil
 }
 
 type powerFile struct {

@@ -1,6 +1,7 @@
 package robustness_test
 
 import (
+	"io/fs"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,7 +16,7 @@ func TestPowerFSModel(t *testing.T) {
 	p := robustness.NewPowerFS("/r")
 	require.NoError(t, p.MkdirAll("/r/d", 0o700))
 	require.NoError(t, p.SyncDir("/r"))
-	f, err := p.CreateTemp("/r/d", "/r/d/x", 0o600)
+	f, err := p.CreateExcl("/r/d/.x.tmp-0123456789abcdef", 0o600)
 	require.NoError(t, err)
 	_, err = f.Write([]byte("abcd"))
 	require.NoError(t, err)
@@ -23,6 +24,8 @@ func TestPowerFSModel(t *testing.T) {
 	_, err = f.Write([]byte("efgh"))
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
+	_, err = p.CreateExcl(f.Name(), 0o600)
+	require.ErrorIs(t, err, fs.ErrExist, "CreateExcl never opens what is there")
 	require.NoError(t, p.Rename(f.Name(), "/r/d/x"))
 
 	data := func(im *robustness.Image) string {

@@ -293,3 +293,36 @@ func toString(v any) string {
 	}
 	return string(b)
 }
+
+// TestTemporaryFilesAreCreatedExclusively plants a symlink, and a file, at
+// a name a save could draw for its temporary file: creating it must fail
+// (so that a save draws another name) and leave the target untouched.
+// Reads of the checkpoint and the lock are covered by
+// TestSymlinksAreNotFollowed; temporary names are random, so this one goes
+// to the file-system seam the checkpoint creates them through.
+func TestTemporaryFilesAreCreatedExclusively(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "victim")
+	require.NoError(t, os.WriteFile(victim, []byte("keep"), 0o644))
+	name := fsys.TempName(filepath.Join(dir, "state.json"))
+	require.NoError(t, os.Symlink(victim, name))
+	_, err := fsys.OS{}.CreateExcl(name, 0o600)
+	require.ErrorIs(t, err, fs.ErrExist)
+	other := fsys.TempName(filepath.Join(dir, "state.json"))
+	require.NoError(t, os.WriteFile(other, []byte("someone's"), 0o600))
+	_, err = fsys.OS{}.CreateExcl(other, 0o600)
+	require.ErrorIs(t, err, fs.ErrExist)
+
+	b, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	assert.Equal(t, "keep", string(b))
+	fi, err := os.Stat(victim)
+	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o644), fi.Mode().Perm())
+	b, err = os.ReadFile(other)
+	require.NoError(t, err)
+	assert.Equal(t, "someone's", string(b))
+	base, ok := fsys.TempOf(filepath.Base(name))
+	assert.True(t, ok)
+	assert.Equal(t, "state.json", base)
+}

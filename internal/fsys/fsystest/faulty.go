@@ -17,9 +17,11 @@ import (
 	"github.com/phaseshift/phaseshift/internal/fsys"
 )
 
-// The operations a Faulty can fail. Write, Fsync and Close are calls on a
-// temporary file; the path they match is the checkpoint's (the target),
-// not the temporary name.
+// The operations a Faulty can fail. Create, Write, Fsync and Close are
+// calls on a temporary file; the path they match is the checkpoint's (the
+// target, found from the temporary name with fsys.TempOf), not the
+// temporary name. Lock matches TryLock and the Stale check of the lock it
+// returns.
 const (
 	OpMkdir    = "mkdir"
 	OpRead     = "read"
@@ -177,12 +179,16 @@ func (f *Faulty) ReadFile(name string) ([]byte, error) {
 	return f.under().ReadFile(name)
 }
 
-// CreateTemp implements fsys.FS.
-func (f *Faulty) CreateTemp(dir, target string, perm fs.FileMode) (fsys.File, error) {
+// CreateExcl implements fsys.FS.
+func (f *Faulty) CreateExcl(name string, perm fs.FileMode) (fsys.File, error) {
+	target := name
+	if base, ok := fsys.TempOf(filepath.Base(name)); ok {
+		target = filepath.Join(filepath.Dir(name), base)
+	}
 	if err := f.fault(OpCreate, target); err != nil {
 		return nil, err
 	}
-	file, err := f.under().CreateTemp(dir, target, perm)
+	file, err := f.under().CreateExcl(name, perm)
 	if err != nil {
 		return nil, err
 	}
@@ -230,11 +236,28 @@ func (f *Faulty) SyncDir(dir string) error {
 }
 
 // TryLock implements fsys.FS.
-func (f *Faulty) TryLock(name string, perm fs.FileMode) (func() error, error) {
+func (f *Faulty) TryLock(name string, perm fs.FileMode) (fsys.Lock, error) {
 	if err := f.fault(OpLock, name); err != nil {
 		return nil, err
 	}
-	return f.under().TryLock(name, perm)
+	l, err := f.under().TryLock(name, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &faultyLock{Lock: l, f: f, name: name}, nil
+}
+
+type faultyLock struct {
+	fsys.Lock
+	f    *Faulty
+	name string
+}
+
+func (l *faultyLock) Stale() (bool, error) {
+	if err := l.f.fault(OpLock, l.name); err != nil {
+		return false, err
+	}
+	return l.Lock.Stale()
 }
 
 type faultyFile struct {
