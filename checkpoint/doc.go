@@ -72,9 +72,10 @@
 //     every entry before the file is touched.
 //   - A removed checkpoint comes back. When the file was removed under an
 //     open File (an operator's rm, a cleanup script), the next Save or
-//     Commit writes it again, with every entry the File holds and the same
-//     protocol and durability, and logs once that it had disappeared;
-//     path+".prev", if it was left, stays as it was until the save after.
+//     Commit writes it again in full (a Commit: every entry the File holds,
+//     with its changes), with the same protocol and durability, and logs
+//     once that it had disappeared; path+".prev", if it was left, stays as
+//     it was until the save after.
 //   - One owner. Open takes an exclusive flock(2) on path+".lock", a file
 //     this package never renames or removes, and holds it until Close. A
 //     second Open, from this process or another, waits until its context

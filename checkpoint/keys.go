@@ -52,8 +52,13 @@ func (r *keyRule[K]) check(k K, js []byte) (string, error) {
 	if r.plain && !hasReplacedUTF8(js) {
 		return "", nil
 	}
-	// The slow path: decode and compare. A plain key gets here only when
-	// it fails, to say which field is at fault.
+	return r.readBack(k, js)
+}
+
+// readBack is the slow path of check: decode and compare. A plain key gets
+// here only when it fails, to say which field is at fault. (It is a
+// function of its own so that k escapes to the heap only on this path.)
+func (r *keyRule[K]) readBack(k K, js []byte) (string, error) {
 	if r.comparable != nil && r.comparable(k) != nil {
 		return "holds a value that cannot be compared (a map, slice or func inside an interface): it cannot be a key", nil
 	}

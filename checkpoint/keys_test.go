@@ -154,6 +154,25 @@ func TestKeysThatDoNotReadBackAreRefused(t *testing.T) {
 	t.Run("MarshalText that loses case", func(t *testing.T) {
 		refused[lowerKey](t, "abc", lowerKey("ABC-"+strings.ToUpper(marker)))
 	})
+	t.Run("field tagged json:\"-\"", func(t *testing.T) {
+		type hidden struct {
+			Name string `json:"name"`
+			Salt string `json:"-"`
+		}
+		refused(t, hidden{Name: "a"}, hidden{Name: "a", Salt: marker}, "Salt", `json:"-"`)
+	})
+	t.Run("interface holding a map", func(t *testing.T) {
+		// A map cannot be a Go map key, so only Commit can be asked to
+		// store one; it must fail, not panic.
+		ctx := context.Background()
+		for name, be := range keyBackends[any](t) {
+			err := be.b.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[any, string]{{Key: map[string]string{"k": marker}, Value: "x"}})
+			require.ErrorIs(t, err, checkpoint.ErrEncode, name)
+			assert.Contains(t, err.Error(), "cannot be compared", name)
+			assert.NotContains(t, err.Error(), marker, name)
+			require.NoError(t, be.b.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[any, string]{{Key: map[string]string{"k": marker}, Delete: true}}), "%s: deleting it is deleting nothing", name)
+		}
+	})
 	t.Run("two keys that differ only in an unexported field", func(t *testing.T) {
 		// The one with the zero shard reads back as itself; the other
 		// would read back as the first: one entry for two keys.
