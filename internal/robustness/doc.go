@@ -10,7 +10,12 @@
 // cannot be encoded, random operation sequences against a map model
 // (FuzzStoreOps), arbitrary checkpoint bytes, legacy lists and options at
 // Restore against a model of the restore rules written from migrate's docs
-// (FuzzRestore), file permissions, symlinks and secrets in logs. Each
+// (FuzzRestore), file permissions, symlinks and secrets in logs, keys
+// that do not read back from JSON (TestStoreRefusesKeysThatDoNotReadBack),
+// values in every encode and decode error (TestNoValueInStoreErrors),
+// entries with fields the binary does not know
+// (TestStoreTreatsUnknownFieldsAsANewerSchema), and a checkpoint or its
+// directory removed under an open File (power-cut scenarios). Each
 // test's comment says how it was checked to fail when the property it
 // guards is broken. Long variants run behind flags (-robustness.seed
 // repeats a logged seed):

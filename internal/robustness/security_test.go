@@ -44,8 +44,9 @@ import (
 // (its owner and mode, symlinks among its parents, and hard links planted
 // in it by its owner are not checked); a file someone else created keeps
 // its own mode when it is kept as .prev or quarantined (it is linked, not
-// copied); a user's own MarshalJSON or UpgradeFunc error that quotes a
-// value is the user's to avoid.
+// copied); a user's own UpgradeFunc error that quotes a value is the
+// user's to avoid (MarshalJSON and UnmarshalJSON errors are never shown:
+// see TestNoValueInStoreErrors).
 
 // TestFilesArePrivate: how I checked that it has teeth: a default file mode
 // of 0644 in checkpoint's defaultConfig fails with ".../state.json: mode
