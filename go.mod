@@ -4,7 +4,6 @@ go 1.24.0
 
 require (
 	github.com/containernetworking/plugins v1.7.1
-	github.com/google/renameio/v2 v2.0.0
 	github.com/prometheus/client_golang v1.11.1
 	github.com/stretchr/testify v1.10.0
 	go.uber.org/goleak v1.1.11

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -260,4 +261,45 @@ func typeName(v reflect.Value) string {
 		return "nil"
 	}
 	return v.Elem().Type().String()
+}
+
+// CheckEntry returns the error Save and Commit would fail with for an entry
+// of key and value, an *EncodeError matching ErrEncode, or nil if they can
+// write it: it encodes both and checks that the key reads back as itself
+// (see the package documentation), as they do, so it costs about what
+// encoding the entry costs. It is for a caller that must know before it
+// acts elsewhere: package migrate checks each write with it before writing
+// legacy, so that a write the checkpoint would refuse changes nothing.
+func CheckEntry[K comparable, V any](key K, value V) error {
+	keys := keyRuleFor[K]()
+	s := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(s)
+	var err error
+	s.buf, err = encodeEntry(s.enc, keys, s.buf[:0], key, value, -1)
+	if cap(s.buf) > 64<<10 {
+		s.buf = nil // do not keep a huge value's buffer in the pool
+	}
+	return err
+}
+
+// scratch is an encoder and a buffer for CheckEntry.
+type scratch struct {
+	enc *encoder
+	buf []byte
+}
+
+var (
+	scratchPool = sync.Pool{New: func() any { return &scratch{enc: newEncoder()} }}
+	keyRules    sync.Map // reflect.Type -> *keyRule[K], for CheckEntry
+)
+
+// keyRuleFor returns the keyRule of K, made once per type.
+func keyRuleFor[K comparable]() *keyRule[K] {
+	t := reflect.TypeFor[K]()
+	if r, ok := keyRules.Load(t); ok {
+		return r.(*keyRule[K])
+	}
+	r := newKeyRule[K]()
+	actual, _ := keyRules.LoadOrStore(t, &r)
+	return actual.(*keyRule[K])
 }

@@ -2,7 +2,6 @@ package migrate
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 
@@ -187,17 +186,18 @@ func (s *Store[K, V]) fail(ctx context.Context, done []*pending[K, V], err error
 	}
 }
 
-// encodable reports a key or value of plans that the checkpoint cannot
-// encode, before anything is written for it.
+// encodable returns the error the checkpoint would refuse a key or value
+// of plans with, before anything is written for them: a
+// *checkpoint.EncodeError (checkpoint.ErrEncode), for a value JSON cannot
+// encode or a key that would not read back as itself, whose text names the
+// key and never the value. Deletes store no key and are not checked.
 func encodable[K comparable, V any](plans []plan[K, V]) error {
 	for _, p := range plans {
-		if _, err := json.Marshal(p.op.key); err != nil {
-			return fmt.Errorf("%w: key %v: %v", checkpoint.ErrEncode, p.op.key, err)
+		if p.op.del {
+			continue
 		}
-		if !p.op.del {
-			if _, err := json.Marshal(p.op.val); err != nil {
-				return fmt.Errorf("%w: value of key %v: %v", checkpoint.ErrEncode, p.op.key, err)
-			}
+		if err := checkpoint.CheckEntry(p.op.key, p.op.val); err != nil {
+			return err
 		}
 	}
 	return nil

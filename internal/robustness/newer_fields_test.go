@@ -2,6 +2,7 @@ package robustness_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -29,8 +30,8 @@ type vmOld struct {
 // newer binary added a value field without bumping the schema, in phase
 // 2: the older binary must not serve or rewrite the file, but move it
 // aside intact (every rule for a newer file applies) and restore from
-// legacy; its next writes must not touch the quarantined copy. In phase 3
-// with Strict, Restore must fail and leave the file as it was.
+// legacy; its next writes must not touch the quarantined copy. In phase 3,
+// strict or not, Restore must fail and leave the file as it was.
 //
 // How it failed before the fix: both Restores served the entries, with
 // no error ("Should NOT be empty" for Report.Quarantined in phase 2,
@@ -38,17 +39,6 @@ type vmOld struct {
 // have written the file again without the newer field.
 func TestStoreTreatsUnknownFieldsAsANewerSchema(t *testing.T) {
 	ctx := context.Background()
-	newerFile := func(t *testing.T) (string, []byte) {
-		path := filepath.Join(t.TempDir(), "vms.json")
-		f, err := checkpoint.Open[string, vmNew](ctx, path)
-		require.NoError(t, err)
-		require.NoError(t, f.Save(ctx, checkpoint.Snapshot[string, vmNew]{Meta: checkpoint.Meta{Phase: "migrate"}, Entries: map[string]vmNew{"vm-1": {Name: "a", Token: "t-1"}}}))
-		require.NoError(t, f.Close())
-		b, err := os.ReadFile(path)
-		require.NoError(t, err)
-		return path, b
-	}
-
 	t.Run("phase 2", func(t *testing.T) {
 		path, newer := newerFile(t)
 		legacy := &migratetest.Explicit[string, vmOld]{}
@@ -73,17 +63,36 @@ func TestStoreTreatsUnknownFieldsAsANewerSchema(t *testing.T) {
 		assert.Equal(t, string(newer), string(kept))
 	})
 
-	t.Run("phase 3 strict", func(t *testing.T) {
-		path, newer := newerFile(t)
-		cp, err := checkpoint.Open[string, vmOld](ctx, path)
-		require.NoError(t, err)
-		s, err := migrate.New(migrate.Config[string, vmOld]{Phase: migrate.PhaseContract, Checkpoint: cp, Strict: true})
-		require.NoError(t, err)
-		defer s.Close()
-		_, err = s.Restore(ctx)
-		require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
-		after, err := os.ReadFile(path)
-		require.NoError(t, err)
-		assert.Equal(t, string(newer), string(after))
-	})
+	// Phase 3 has nothing else to serve: Restore fails whatever Strict
+	// says, and the file stays as it was.
+	for _, strict := range []bool{false, true} {
+		t.Run(fmt.Sprintf("phase 3 strict=%v", strict), func(t *testing.T) {
+			path, newer := newerFile(t)
+			cp, err := checkpoint.Open[string, vmOld](ctx, path)
+			require.NoError(t, err)
+			s, err := migrate.New(migrate.Config[string, vmOld]{Phase: migrate.PhaseContract, Checkpoint: cp, Strict: strict})
+			require.NoError(t, err)
+			defer s.Close()
+			_, err = s.Restore(ctx)
+			require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
+			after, err := os.ReadFile(path)
+			require.NoError(t, err)
+			assert.Equal(t, string(newer), string(after))
+		})
+	}
+}
+
+// newerFile writes a checkpoint with vmNew values, as the newer binary
+// would, and returns its path and bytes.
+func newerFile(t *testing.T) (string, []byte) {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "vms.json")
+	f, err := checkpoint.Open[string, vmNew](ctx, path)
+	require.NoError(t, err)
+	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[string, vmNew]{Meta: checkpoint.Meta{Phase: "migrate"}, Entries: map[string]vmNew{"vm-1": {Name: "a", Token: "t-1"}}}))
+	require.NoError(t, f.Close())
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return path, b
 }
