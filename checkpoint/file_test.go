@@ -20,7 +20,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
-	"github.com/phaseshift/phaseshift/internal/fsys"
 	"github.com/phaseshift/phaseshift/internal/fsys/fsystest"
 )
 
@@ -525,7 +524,7 @@ func TestSaveFaults(t *testing.T) {
 			faulty := &fsystest.Faulty{}
 			dir := t.TempDir()
 			path := filepath.Join(dir, "ipam.json")
-			f, err := checkpoint.Open[podKey, alloc](fsys.With(ctx, faulty), path)
+			f, err := checkpoint.Open[podKey, alloc](ctx, path, fsystest.WithFS(faulty))
 			require.NoError(t, err)
 			defer f.Close()
 			require.NoError(t, f.Save(ctx, checkpoint.Snapshot[podKey, alloc]{Entries: entriesN(2)}))
@@ -580,7 +579,7 @@ func TestLoadReadFault(t *testing.T) {
 	ctx := context.Background()
 	faulty := &fsystest.Faulty{}
 	path := filepath.Join(t.TempDir(), "ipam.json")
-	f, err := checkpoint.Open[podKey, alloc](fsys.With(ctx, faulty), path)
+	f, err := checkpoint.Open[podKey, alloc](ctx, path, fsystest.WithFS(faulty))
 	require.NoError(t, err)
 	defer f.Close()
 	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[podKey, alloc]{Entries: entriesN(2)}))
@@ -602,7 +601,7 @@ func TestOpenFaults(t *testing.T) {
 	for _, op := range []string{fsystest.OpMkdir, fsystest.OpLock, fsystest.OpReadDir} {
 		faulty := &fsystest.Faulty{}
 		faulty.Fail(op, "", syscall.EACCES, 1)
-		_, err := checkpoint.Open[podKey, alloc](fsys.With(ctx, faulty), filepath.Join(dir, op, "c.json"))
+		_, err := checkpoint.Open[podKey, alloc](ctx, filepath.Join(dir, op, "c.json"), fsystest.WithFS(faulty))
 		require.ErrorIs(t, err, syscall.EACCES, op)
 		assert.Contains(t, err.Error(), "checkpoint open", op)
 	}
