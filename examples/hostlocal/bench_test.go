@@ -73,8 +73,8 @@ func (n *node) warm(b *testing.B, phase string) {
 
 // stages is where an exec's time went, summed over execs.
 type stages struct {
-	sum   map[string]time.Duration
-	n     int
+	sum map[string]time.Duration
+	n   int
 }
 
 var stageNames = []string{"start", "open", "lock", "restore", "write", "close", "exit"}

@@ -68,12 +68,12 @@ type netConfJSON struct {
 // ipamJSON is the "ipam" section: host-local's fields, plus phase and
 // checkpoint.
 type ipamJSON struct {
-	rangeJSON                // the old single-range form: subnet, rangeStart, rangeEnd, gateway
-	Type       string        `json:"type"`
+	rangeJSON                 // the old single-range form: subnet, rangeStart, rangeEnd, gateway
+	Type       string         `json:"type"`
 	Routes     []*types.Route `json:"routes"`
-	DataDir    string        `json:"dataDir"`
-	ResolvConf string        `json:"resolvConf"`
-	Ranges     [][]rangeJSON `json:"ranges"`
+	DataDir    string         `json:"dataDir"`
+	ResolvConf string         `json:"resolvConf"`
+	Ranges     [][]rangeJSON  `json:"ranges"`
 
 	Phase      *phaseJSON `json:"phase"`      // a name or a number; absent: 0, host-local's behaviour
 	Checkpoint string     `json:"checkpoint"` // absent: <dataDir>/.phaseshift/<network>.json
