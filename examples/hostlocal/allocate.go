@@ -18,19 +18,22 @@ import (
 type allocator struct {
 	c   *config
 	dir string // host-local's directory, consulted in phases 0 to 2; "" in phase 3
+	n   int    // the number of entries restored, to size the set of used addresses
 }
 
 func newAllocator(s *session) *allocator {
-	a := &allocator{c: s.c}
+	a := &allocator{c: s.c, n: s.store.Len()}
 	if s.src != nil {
 		a.dir = s.src.Dir()
 	}
 	return a
 }
 
-// used returns every address the state holds.
-func (a *allocator) used(all iter.Seq2[key, alloc]) map[netip.Addr]struct{} {
-	used := make(map[netip.Addr]struct{})
+// used returns every address the state holds; n is about how many there
+// are (the map is sized for it, as a thousand entries cost as much to
+// rehash as to insert).
+func (a *allocator) used(all iter.Seq2[key, alloc], n int) map[netip.Addr]struct{} {
+	used := make(map[netip.Addr]struct{}, n+len(a.c.ranges))
 	for _, v := range all {
 		for _, ip := range v.IPs {
 			used[ip] = struct{}{}
@@ -90,7 +93,7 @@ func (a *allocator) allocate(tx *migrate.Tx[key, alloc], k key) ([]netip.Addr, e
 	if err := duplicate(tx, k); err != nil {
 		return nil, err
 	}
-	used := a.used(tx.All())
+	used := a.used(tx.All(), a.n)
 	requested := slices.Clone(a.c.requested)
 	ips := make([]netip.Addr, 0, len(a.c.ranges))
 	for i, set := range a.c.ranges {

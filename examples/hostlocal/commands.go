@@ -15,7 +15,6 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
-	"go.uber.org/zap"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/migrate"
@@ -251,16 +250,13 @@ func cmdGC(args *skel.CmdArgs) error {
 			valid[a] = true
 			containers[a.ContainerID] = true
 		}
-		removed, err := s.store.DeleteFunc(ctx, func(k key, _ alloc) bool {
+		_, err := s.store.DeleteFunc(ctx, func(k key, _ alloc) bool {
 			if k.IfName == "" {
 				// A pre-v0.8.0 allocation names its container only.
 				return !containers[k.ContainerID]
 			}
 			return !valid[types.GCAttachment{ContainerID: k.ContainerID, IfName: k.IfName}]
 		})
-		if err == nil && len(removed) > 0 {
-			logger().Info("GC released allocations", zap.Int("count", len(removed)))
-		}
 		return err
 	})
 }
@@ -272,7 +268,7 @@ func cmdGC(args *skel.CmdArgs) error {
 func cmdStatus(args *skel.CmdArgs) error {
 	err := run(args, "STATUS", func(_ context.Context, s *session) error {
 		a := newAllocator(s)
-		used := a.used(s.store.All())
+		used := a.used(s.store.All(), a.n)
 		for i := range s.c.ranges {
 			if _, err := a.free(i, used); err != nil {
 				return types.NewError(errPluginNotAvailable, err.Error(), "")
