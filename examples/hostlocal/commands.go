@@ -36,7 +36,11 @@ func run(args *skel.CmdArgs, cmd string, fn func(ctx context.Context, s *session
 		return types.NewError(types.ErrInvalidNetworkConfig, err.Error(), "")
 	}
 	tr.setPhase(c.phase)
-	ctx, cancel := execContext()
+	timeout := execTimeout
+	if cmd == "STATUS" {
+		timeout = statusTimeout
+	}
+	ctx, cancel := execContext(timeout)
 	defer cancel()
 	s, err := openSession(ctx, c, tr)
 	if err != nil {

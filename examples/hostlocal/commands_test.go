@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -214,32 +213,42 @@ func TestSTATUS(t *testing.T) {
 }
 
 // An exec waits for the checkpoint's lock, and when the runtime gives up
-// and signals it, it exits with "try again later" (CNI code 11) instead
-// of being killed halfway; once the lock is free, ADDs succeed.
+// and signals it, it exits with "try again later" (CNI code 11), or for
+// STATUS "not available" (50), instead of being killed halfway; once the
+// lock is free, ADDs succeed.
 func TestLockWaitEndsWithTryAgain(t *testing.T) {
 	n := newNode(t)
 	held, err := checkpoint.Open[key, alloc](context.Background(), n.checkpointPath())
 	require.NoError(t, err)
 	defer held.Close()
 
-	args := &invoke.Args{Command: "ADD", ContainerID: "c1", NetNS: "/var/run/netns/c1", IfName: "eth0", Path: n.binDir}
-	cmd := exec.Command(filepath.Join(n.binDir, ourPlugin))
-	cmd.Env = args.AsEnv()
-	cmd.Stdin = bytes.NewReader(n.ipamConf(ps("migrate")))
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	require.NoError(t, cmd.Start())
-	time.Sleep(300 * time.Millisecond) // long enough to be waiting for the lock
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	err = cmd.Wait()
-	var exit *exec.ExitError
-	require.ErrorAs(t, err, &exit, "stdout: %s", stdout.String())
-	var e types.Error
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &e), stdout.String())
-	assert.Equal(t, uint(types.ErrTryAgainLater), e.Code, e.Msg)
-	assert.True(t, strings.Contains(e.Msg, "lock"), e.Msg)
+	for cmd, code := range map[string]uint{"ADD": types.ErrTryAgainLater, "STATUS": errPluginNotAvailable} {
+		e := n.execSignalled(cmd, n.ipamConf(ps("migrate")))
+		assert.Equal(t, code, e.Code, "%s: %s", cmd, e.Msg)
+		assert.Contains(t, e.Msg, "lock", cmd)
+	}
 
 	require.NoError(t, held.Close())
 	_, err = n.add(ps("migrate"), "c1")
 	require.NoError(t, err)
+}
+
+// execSignalled starts this plugin with cmd, sends it SIGTERM once it is
+// waiting, and returns the CNI error it printed.
+func (n *node) execSignalled(cmd string, conf []byte) types.Error {
+	n.tb.Helper()
+	args := &invoke.Args{Command: cmd, ContainerID: "c1", NetNS: "/var/run/netns/c1", IfName: "eth0", Path: n.binDir}
+	c := exec.Command(filepath.Join(n.binDir, ourPlugin))
+	c.Env = args.AsEnv()
+	c.Stdin = bytes.NewReader(conf)
+	var stdout bytes.Buffer
+	c.Stdout = &stdout
+	require.NoError(n.tb, c.Start())
+	time.Sleep(300 * time.Millisecond) // long enough to be waiting for the lock
+	require.NoError(n.tb, c.Process.Signal(syscall.SIGTERM))
+	var exit *exec.ExitError
+	require.ErrorAs(n.tb, c.Wait(), &exit, "stdout: %s", stdout.String())
+	var e types.Error
+	require.NoError(n.tb, json.Unmarshal(stdout.Bytes(), &e), stdout.String())
+	return e
 }

@@ -134,9 +134,9 @@
 //   - A failed ADD does not move the round-robin hint. host-local's can:
 //     when a requested address is in no range set, it reserves one from
 //     each range set, releases them, and keeps the hint moved.
-//   - An exec waits at most a minute for the locks; when it gives up, or
-//     the runtime stops it with SIGTERM, it fails with CNI code 11, "try
-//     again later".
+//   - An exec waits for the locks up to a minute (STATUS ten seconds);
+//     when it gives up, or the runtime stops it with SIGTERM, it fails with
+//     CNI code 11, "try again later" (STATUS: 50, not available).
 //   - The plugin needs to write the checkpoint's directory in every phase,
 //     phase 0 included (it marks the checkpoint).
 //   - Warnings (a checkpoint moved aside, a stale side) go to stderr as

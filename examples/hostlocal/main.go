@@ -17,6 +17,10 @@ import (
 // a few minutes (kubelet's runtime request timeout is two).
 const execTimeout = time.Minute
 
+// statusTimeout bounds a STATUS, which a runtime asks often and answers
+// its own callers from: a lock held that long means ADDs are stuck too.
+const statusTimeout = 10 * time.Second
+
 func main() {
 	tuneGC()
 	skel.PluginMainFuncs(skel.CNIFuncs{
@@ -50,8 +54,8 @@ const gcMemoryLimit = 256 << 20
 // execContext is the context of one exec: cancelled by the timeout, or by
 // SIGTERM or SIGINT from a runtime that gives up, so that a wait for a lock
 // ends with an error instead of a kill.
-func execContext() (context.Context, context.CancelFunc) {
+func execContext(timeout time.Duration) (context.Context, context.CancelFunc) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	ctx, cancel := context.WithTimeout(ctx, execTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	return ctx, func() { cancel(); stop() }
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -76,86 +77,104 @@ func TestRandomWalk(t *testing.T) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	t.Logf("seed %d (rerun with -walk.seed %d)", seed, seed)
-	rng := rand.New(rand.NewPCG(seed, 0))
-	w := newWalk(t)
-	var ro rollout
+	rw := &randomWalk{walk: newWalk(t), rng: rand.New(rand.NewPCG(seed, 0)), boot: 1}
 	runners := []runner{hl, ps("legacy"), ps("expand"), ps("migrate"), ps("contract")}
-	next, boot := 0, 1
 	for step := 0; step < *walkSteps; step++ {
-		r := runners[rng.IntN(len(runners))]
-		if !ro.allowed(r) {
+		r := runners[rw.rng.IntN(len(runners))]
+		if !rw.ro.allowed(r) {
 			continue
 		}
-		live := slices.Sorted(func(yield func(string) bool) {
-			for id := range w.m.live {
-				if !yield(id) {
-					return
-				}
-			}
-		})
-		switch op := rng.IntN(20); {
-		case op < 9 && len(live) < 120:
-			id := fmt.Sprintf("r%04d", next)
-			next++
-			w.t.Logf("step %d: ADD %s by %s", step, id, r)
-			a, err := w.n.add(r, id)
-			if w.expectRefusal(&ro, r, err) {
-				continue
-			}
-			require.NoError(t, err)
-			w.added(id, a)
-		case op < 16 && len(live) > 0:
-			id := live[rng.IntN(len(live))]
-			w.t.Logf("step %d: DEL %s by %s", step, id, r)
-			if w.expectRefusal(&ro, r, w.n.del(r, id)) {
-				continue
-			}
-			w.m.deleted(id)
-		case op < 18 && len(live) > 0:
-			id := live[rng.IntN(len(live))]
-			w.t.Logf("step %d: CHECK %s by %s", step, id, r)
-			if w.expectRefusal(&ro, r, w.n.check(r, id)) {
-				continue
-			}
-		case op < 19 && r != hl:
-			// A runtime's GC after it lost track of some pods.
-			var valid []string
-			for _, id := range live {
-				if rng.IntN(4) > 0 {
-					valid = append(valid, id)
-				}
-			}
-			w.t.Logf("step %d: GC by %s keeping %d of %d", step, r, len(valid), len(live))
-			if w.expectRefusal(&ro, r, w.n.gc(r, valid...)) {
-				continue
-			}
-			for _, id := range live {
-				if !slices.Contains(valid, id) {
-					w.m.deleted(id)
-				}
-			}
-		case op == 19:
-			// A reboot kills every container; the runtime's first GC
-			// after it, with no valid attachment, releases what they held
-			// (in phase 3 by dropping the earlier boot's checkpoint).
-			boot++
-			w.t.Logf("step %d: reboot, then GC by %s", step, r)
-			w.reboot(fmt.Sprintf("boot-%d", boot), false)
-			ro.rebooted()
-			if r == hl {
-				r = ps("migrate")
-			}
-			if ro.refused(r) || !ro.allowed(r) {
-				r = ps("migrate")
-			}
-			require.NoError(t, w.n.gc(r))
-			clear(w.leaked)
-		default:
+		r, ran := rw.step(step, r)
+		if !ran {
 			continue
 		}
-		ro.ran(r)
-		w.sides(r.plugin == hostLocal || r.phase != "contract", r.plugin == ourPlugin && r.phase != "legacy")
+		rw.ro.ran(r)
+		rw.sides(r.plugin == hostLocal || r.phase != "contract", r.plugin == ourPlugin && r.phase != "legacy")
 	}
+}
+
+// randomWalk is a walk that picks its commands at random.
+type randomWalk struct {
+	*walk
+	rng        *rand.Rand
+	ro         rollout
+	next, boot int // the next container's number, the boot's
+}
+
+// step runs one random command with r, or with the runner it chose
+// instead, and says whether it ran (it did not when phase 3 refused, as it
+// must, or there was nothing to do).
+func (rw *randomWalk) step(step int, r runner) (runner, bool) {
+	t := rw.t
+	live := slices.Sorted(maps.Keys(rw.m.live))
+	switch op := rw.rng.IntN(20); {
+	case op < 9 && len(live) < 120:
+		id := fmt.Sprintf("r%04d", rw.next)
+		rw.next++
+		t.Logf("step %d: ADD %s by %s", step, id, r)
+		a, err := rw.n.add(r, id)
+		if rw.expectRefusal(&rw.ro, r, err) {
+			return r, false
+		}
+		require.NoError(t, err)
+		rw.added(id, a)
+	case op < 16 && len(live) > 0:
+		id := live[rw.rng.IntN(len(live))]
+		t.Logf("step %d: DEL %s by %s", step, id, r)
+		if rw.expectRefusal(&rw.ro, r, rw.n.del(r, id)) {
+			return r, false
+		}
+		rw.m.deleted(id)
+	case op < 18 && len(live) > 0:
+		id := live[rw.rng.IntN(len(live))]
+		t.Logf("step %d: CHECK %s by %s", step, id, r)
+		if rw.expectRefusal(&rw.ro, r, rw.n.check(r, id)) {
+			return r, false
+		}
+	case op < 19 && r != hl:
+		return r, rw.gc(step, r, live)
+	case op == 19:
+		return rw.reboot(step, r), true
+	default:
+		return r, false
+	}
+	return r, true
+}
+
+// gc is a runtime's GC after it lost track of some pods.
+func (rw *randomWalk) gc(step int, r runner, live []string) bool {
+	var valid []string
+	for _, id := range live {
+		if rw.rng.IntN(4) > 0 {
+			valid = append(valid, id)
+		}
+	}
+	rw.t.Logf("step %d: GC by %s keeping %d of %d", step, r, len(valid), len(live))
+	if rw.expectRefusal(&rw.ro, r, rw.n.gc(r, valid...)) {
+		return false
+	}
+	for _, id := range live {
+		if !slices.Contains(valid, id) {
+			rw.m.deleted(id)
+		}
+	}
+	return true
+}
+
+// reboot kills every container; the runtime's first GC after it, with no
+// valid attachment, releases what they held (in phase 3 by dropping the
+// earlier boot's checkpoint). It returns the runner of that GC.
+func (rw *randomWalk) reboot(step int, r runner) runner {
+	rw.boot++
+	rw.t.Logf("step %d: reboot, then GC by %s", step, r)
+	rw.walk.reboot(fmt.Sprintf("boot-%d", rw.boot), false)
+	rw.ro.rebooted()
+	if r == hl || rw.ro.refused(r) || !rw.ro.allowed(r) {
+		r = ps("migrate")
+	}
+	require.NoError(rw.t, rw.n.gc(r))
+	clear(rw.leaked)
+	return r
 }
 
 // expectRefusal checks an exec phase 3 must refuse, which changes nothing.

@@ -95,6 +95,12 @@ func openSession(ctx context.Context, c *config, tr *tracer) (*session, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("restore (phase %d, %s): %w", int(c.phase), c.phase, err), s.close())
 	}
+	if r := s.report; r.Stale != "" || r.LegacyStale != "" || r.Quarantined != "" || len(r.Errors) > 0 {
+		// The Store logs every restore at Info; these are the ones an
+		// operator should see: a side not trusted as it was (host-local ran
+		// since, a reboot, a rollback from phase 3), or not read in full.
+		cfg.Logger.Warn("restore did not trust a side as it was, or could not read all of it", zap.Object("report", r))
+	}
 	tr.mark("restore")
 	return s, nil
 }
