@@ -53,7 +53,7 @@ var (
 
 // plugins builds both binaries into binDir, once, on first use (the unit
 // tests do not pay for it), and returns binDir, the CNI_PATH to find them
-// in. Under the race detector this plugin is built with it too.
+// in.
 func plugins(tb testing.TB) string {
 	tb.Helper()
 	buildOnce.Do(func() { buildErr = buildPlugins() })
@@ -68,13 +68,12 @@ func buildPlugins() error {
 	}
 	// Static binaries, as the plugins' releases build theirs
 	// (CGO_ENABLED=0 in their release workflow): a runtime execs them
-	// with nothing to load. The race detector needs cgo.
-	args := []string{"build", "-buildvcs=false", "-o", filepath.Join(binDir, ourPlugin)}
-	cmd := exec.Command(goTool, append(args, ".")...)
+	// with nothing to load. Not under the race detector, even when the
+	// tests are: the tests exec the plugin hundreds of times, and a race
+	// binary's start alone costs more than an exec; TestInProcess runs
+	// the plugin's code in the test binary instead, under -race with it.
+	cmd := exec.Command(goTool, "build", "-buildvcs=false", "-o", filepath.Join(binDir, ourPlugin), ".")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if raceEnabled {
-		cmd = exec.Command(goTool, append(args, "-race", ".")...)
-	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %v\n%s", ourPlugin, err, out)
 	}

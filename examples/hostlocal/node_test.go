@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -66,7 +67,10 @@ func newNode(tb testing.TB) *node {
 		dataDir: filepath.Join(dir, "networks"),
 		binDir:  bin,
 		ranges:  `[[{"subnet": "10.22.0.0/24"}]]`,
-		cni:     libcni.NewCNIConfigWithCacheDir([]string{bin}, filepath.Join(dir, "cache"), nil),
+		// An explicit Exec: with nil, libcni v1.3.0 sets its default
+		// lazily, unsynchronised, and concurrent first calls race.
+		cni: libcni.NewCNIConfigWithCacheDir([]string{bin}, filepath.Join(dir, "cache"),
+			&invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}}),
 	}
 	n.reboot("boot-1")
 	return n
