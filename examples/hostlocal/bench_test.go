@@ -27,9 +27,11 @@ import (
 //   - host-local-ms: host-local's ADD;
 //   - start-ms ... exit-ms: where this plugin's time goes, from the
 //     stages its exec records (envTrace): start (exec until main: the
-//     kernel's exec, the Go runtime, package initialisation), open (the
-//     checkpoint's lock), lock (host-local's), restore, write (the one
-//     commit), close, and exit (from close until libcni has the result).
+//     kernel's exec, the Go runtime, package initialisation, skel), open
+//     (the checkpoint's lock), lock (host-local's), restore, write (the
+//     one commit), close, and exit (from close until libcni has the
+//     result); restore-save-ms and write-save-ms are the checkpoint saves
+//     within restore and write.
 //
 // Each iteration runs one ADD of this plugin and one of host-local, timed,
 // each followed by its DEL, untimed. Run:
@@ -117,11 +119,13 @@ type stages struct {
 	n   int
 }
 
-var stageNames = []string{"start", "open", "lock", "restore", "write", "close", "exit"}
+var stageNames = []string{"start", "open", "lock", "restore", "restore-save", "write", "write-save", "close", "exit"}
 
-// addTrace adds one ADD's stages: from before the exec (t0) through its
-// trace marks to after libcni returned (t1).
-func (s *stages) add(t0, t1 time.Time, marks []traceMark) {
+// add adds one ADD's stages: from before the exec (t0) through its trace
+// marks to after libcni returned (t1), and the checkpoint saves within
+// restore and write.
+func (s *stages) add(t0, t1 time.Time, tr tracer) {
+	marks := tr.Marks
 	if s.sum == nil {
 		s.sum = map[string]time.Duration{}
 	}
@@ -136,6 +140,8 @@ func (s *stages) add(t0, t1 time.Time, marks []traceMark) {
 		prev = at
 	}
 	s.sum["exit"] += t1.Sub(prev)
+	s.sum["restore-save"] += tr.RestoreSave
+	s.sum["write-save"] += tr.WriteSave
 	s.n++
 }
 
@@ -209,7 +215,7 @@ func BenchmarkExecADD(b *testing.B) {
 			b.StopTimer()
 			var st stages
 			for i, t := range readTrace(b, trace) {
-				st.add(t0s[i], t1s[i], t.Marks)
+				st.add(t0s[i], t1s[i], t)
 			}
 			b.ReportMetric(float64(oursTotal)/float64(refTotal), "x-host-local")
 			b.ReportMetric(float64(refTotal)/float64(b.N)/1e6, "host-local-ms")

@@ -48,6 +48,7 @@ func run(args *skel.CmdArgs, cmd string, fn func(ctx context.Context, s *session
 	}
 	err = fn(ctx, s)
 	tr.mark("write")
+	tr.wrote(s.store)
 	err = errors.Join(err, s.close())
 	tr.mark("close")
 	return cniError(err)

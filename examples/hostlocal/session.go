@@ -102,6 +102,7 @@ func openSession(ctx context.Context, c *config, tr *tracer) (*session, error) {
 		cfg.Logger.Warn("restore did not trust a side as it was, or could not read all of it", zap.Object("report", r))
 	}
 	tr.mark("restore")
+	tr.restored(st)
 	return s, nil
 }
 

@@ -13,7 +13,9 @@ import (
 // "main" (the runtime and every package initialised), "open" (the
 // checkpoint open and locked), "lock" (host-local's lock, phases 0 to 2),
 // "restore", "write" (the command's work, its one commit included) and
-// "close" (both locks released). A benchmark that notes the time before
+// "close" (both locks released), and how much of "restore" and of
+// "write" went to saving the checkpoint (restoreSave, writeSave, in
+// nanoseconds, from Store.Stats). A benchmark that notes the time before
 // the exec and after the exit splits an exec's wall time with it. Unset,
 // nothing is measured or written.
 const envTrace = "PHASESHIFT_HOSTLOCAL_TRACE"
@@ -25,6 +27,9 @@ type tracer struct {
 	Phase migrate.Phase `json:"phase"`
 	PID   int           `json:"pid"`
 	Marks []traceMark   `json:"marks"`
+
+	RestoreSave time.Duration `json:"restoreSave"` // checkpoint saves during restore
+	WriteSave   time.Duration `json:"writeSave"`   // checkpoint saves during the command's write
 }
 
 type traceMark struct {
@@ -43,6 +48,20 @@ func newTracer(cmd string) *tracer {
 func (t *tracer) mark(stage string) {
 	if t != nil {
 		t.Marks = append(t.Marks, traceMark{Stage: stage, At: time.Now().UnixNano()})
+	}
+}
+
+// restored records how long restore spent saving the checkpoint.
+func (t *tracer) restored(s *migrate.Store[key, alloc]) {
+	if t != nil {
+		t.RestoreSave = s.Stats().CheckpointSaveTime
+	}
+}
+
+// wrote records how long the command's write spent saving it.
+func (t *tracer) wrote(s *migrate.Store[key, alloc]) {
+	if t != nil {
+		t.WriteSave = s.Stats().CheckpointSaveTime - t.RestoreSave
 	}
 }
 
