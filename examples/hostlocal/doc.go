@@ -34,8 +34,9 @@
 // Allocation is host-local's, ported to net/netip (ranges.go): one address
 // per range set, round-robin from host-local's last_reserved_ip.<index>,
 // skipping gateways, an address the runtime asked for where it asked for
-// one. The tests compare every answer with the real host-local's, byte for
-// byte.
+// one. The tests run host-local's own test cases against the real
+// host-local and this plugin: every result the same byte for byte, every
+// failure a failure.
 //
 // # One exec
 //
