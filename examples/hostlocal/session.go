@@ -71,6 +71,9 @@ func openSession(ctx context.Context, c *config, tr *tracer) (*session, error) {
 		Equal:      sameIPs,
 		Version:    pluginVersion,
 		Logger:     logger(),
+		// Every exec restores: only a legacy whose writes the next exec
+		// sees may be trusted, as host-local's files are.
+		ShortLived: true,
 	}
 	// Phases 0 to 2 read and write host-local's files. Phase 3 leaves them
 	// alone: a legacy still configured in phase 3 is read only to compare,
