@@ -209,8 +209,9 @@ func (s *Store[K, V]) legacyDecides(ck *ckptView[K, V], lg *legacyView[K, V], r 
 			}
 		}
 	}
-	// Entries only legacy has are new to the checkpoint.
-	out.changed = out.changed || !ck.usable || out.onlyLegacy > 0
+	// Entries only legacy has are new to the checkpoint. (A checkpoint that
+	// could not be used is replaced all the same: see needSave.)
+	out.changed = out.changed || out.onlyLegacy > 0
 	return out
 }
 

@@ -126,6 +126,18 @@ type Config[K comparable, V any] struct {
 	// (Report.Stale).
 	VolatileLegacy bool
 
+	// ShortLived says the Store lives for one invocation: an exec'd CNI
+	// plugin restores before every write and exits after it. Such a process
+	// can only trust a legacy whose writes the next process sees: one the
+	// Store writes (host-local's files, a registry on disk). A legacy that
+	// observes lags (CRI lists a sandbox only after the ADD that created it
+	// returned), so in the phases that take its word on which entries
+	// exist, every process would hand out again what the previous one just
+	// acknowledged; New refuses that (ErrInvalidConfig), and a
+	// VolatileLegacy in phase 0, which would start empty at every exec.
+	// Run a daemon that restores once instead, or use phase 3.
+	ShortLived bool
+
 	// Verify makes phase 0 read the checkpoint too and report how it
 	// differs from legacy (Report.Shadow), without changing what is served.
 	// (Phase 3 compares with legacy whenever Legacy is set.)
@@ -162,6 +174,21 @@ func (c *Config[K, V]) validate() error {
 		if c.Phase != PhaseContract {
 			return fmt.Errorf("migrate: %w: phase %d (%s) needs Config.Legacy, the source the previous version restored from: only phase 3 (contract) runs without it", ErrInvalidConfig, int(c.Phase), c.Phase)
 		}
+	}
+	return c.validateShortLived()
+}
+
+// validateShortLived refuses a legacy a process that lives for one
+// invocation cannot trust (see ShortLived).
+func (c *Config[K, V]) validateShortLived() error {
+	if !c.ShortLived || c.Phase == PhaseContract || c.Legacy == nil {
+		return nil
+	}
+	if _, writes := c.Legacy.(source.Writer[K, V]); !writes && !c.VolatileLegacy {
+		return fmt.Errorf("migrate: %w: Config.ShortLived with a legacy that only observes, in phase %d (%s): every process restores from it, and its listing lags the writes the previous process acknowledged (CRI lists a sandbox after its ADD returned), so they would be handed out again; run a daemon that restores once, or use phase 3", ErrInvalidConfig, int(c.Phase), c.Phase)
+	}
+	if c.VolatileLegacy && c.Phase == PhaseLegacy {
+		return fmt.Errorf("migrate: %w: Config.ShortLived with a VolatileLegacy in phase 0: every process would start with an empty legacy; use phase 1 or later", ErrInvalidConfig)
 	}
 	return nil
 }

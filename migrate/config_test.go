@@ -17,6 +17,7 @@ import (
 	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/migrate/migratetest"
+	"github.com/phaseshift/phaseshift/source"
 )
 
 func TestNewCatchesConfigurationMistakes(t *testing.T) {
@@ -117,4 +118,27 @@ func TestConfigMistakesMatchErrInvalidConfig(t *testing.T) {
 		_, err := migrate.New(cfg)
 		require.ErrorIs(t, err, migrate.ErrInvalidConfig, "%+v", cfg)
 	}
+}
+
+// TestShortLivedRefusesALegacyThatLags: an exec'd process restores before
+// every write, so it cannot trust a legacy whose listing lags (CRI).
+func TestShortLivedRefusesALegacyThatLags(t *testing.T) {
+	observing := source.Func[string, int](func(context.Context) (map[string]int, error) { return nil, nil })
+	written := &source.Map[string, int]{}
+	for _, p := range []migrate.Phase{migrate.PhaseLegacy, migrate.PhaseExpand, migrate.PhaseMigrate, migrate.PhaseContract} {
+		cp := checkpoint.NewMemory[string, int]()
+		_, err := migrate.New(migrate.Config[string, int]{Phase: p, Legacy: observing, Checkpoint: cp, ShortLived: true})
+		if p == migrate.PhaseContract {
+			assert.NoError(t, err, "phase 3 only compares with legacy")
+		} else {
+			require.ErrorIs(t, err, migrate.ErrInvalidConfig, "phase %d", p)
+			assert.Contains(t, err.Error(), "run a daemon that restores once")
+		}
+		_, err = migrate.New(migrate.Config[string, int]{Phase: p, Legacy: written, Checkpoint: cp, ShortLived: true})
+		assert.NoError(t, err, "a legacy the Store writes is fine in phase %d", p)
+		_, err = migrate.New(migrate.Config[string, int]{Phase: p, Legacy: observing, Checkpoint: cp})
+		assert.NoError(t, err, "without ShortLived, a daemon may observe")
+	}
+	_, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseLegacy, Legacy: written, ShortLived: true, VolatileLegacy: true})
+	require.ErrorIs(t, err, migrate.ErrInvalidConfig)
 }

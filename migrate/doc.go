@@ -124,10 +124,12 @@
 //     stale or volatile, otherwise the entries whose served record is not
 //     legacy's (a Merge that chose the checkpoint's value). An entry kept
 //     only because a listing was partial is not written.
-//   - Whenever restore changed what the checkpoint should hold (phase 1
-//     rewrites at every start; a backfill, a drop, a prune, a merged
-//     value, a file moved aside, a mark set or cleared), the checkpoint is
-//     saved before Restore returns, so that the next phase finds it current.
+//   - Whenever restore changed what the checkpoint should hold (phase 1's
+//     rebuild from legacy when it differs; a backfill, a drop, a prune, a
+//     merged value, a file moved aside, a mark set or cleared, the state of
+//     an earlier boot, a checkpoint phase 1 or 2 finds missing), the
+//     checkpoint is saved before Restore returns, so that the next phase
+//     finds it current. A checkpoint already current is left alone.
 //   - Every save records the Store's phase, with two exceptions that record
 //     phase 0's mark: phase 0 itself (when it has a Checkpoint, once per
 //     boot; it keeps the checkpoint's own entries, or saves legacy's when

@@ -12,7 +12,7 @@ import (
 //	phase  name      restore reads                                   writes go to
 //	0      legacy    legacy                                          legacy
 //	1      expand    legacy's entries, with the checkpoint's records  legacy, then the checkpoint
-//	                 where legacy agrees; rewrites the checkpoint
+//	                 where legacy agrees; rewrites the checkpoint when it differs
 //	2      migrate   the checkpoint, reconciled against legacy       legacy, then the checkpoint
 //	3      contract  the checkpoint                                  the checkpoint
 //

@@ -231,10 +231,6 @@ func (s *Store[K, V]) needSave(b basis, in *sides[K, V], out *built[K, V]) bool 
 	// A file moved aside is replaced by what is served.
 	case in.ck.aside != nil:
 		return true
-	// Phase 1 rewrites at every start: that heals a file left stale by
-	// any downgrade.
-	case s.cfg.Phase == PhaseExpand:
-		return true
 	// Phase 0 leaves its mark once per boot (a mark from an earlier boot
 	// is discarded with the file).
 	case s.cfg.Phase == PhaseLegacy:
@@ -248,7 +244,15 @@ func (s *Store[K, V]) needSave(b basis, in *sides[K, V], out *built[K, V]) bool 
 	// The state of an earlier boot is replaced.
 	case in.ck.bootOld:
 		return true
+	// Phases 1 and 2 create a missing checkpoint, so that the next start
+	// finds which phase ran last even when there is nothing to serve.
+	case !in.ck.usable && s.cfg.Phase.WritesLegacy():
+		return true
 	}
+	// Otherwise what is served decides: phase 1 rewrites the file whenever
+	// legacy says it is stale (the heal of a file a downgrade left behind),
+	// and leaves a current one alone, which saves an exec'd plugin an fsync
+	// per call.
 	return out.changed
 }
 

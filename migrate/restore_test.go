@@ -155,9 +155,8 @@ var restoreCases = []setup{
 			switch p {
 			case migrate.PhaseLegacy:
 				return phase0(want{}, legacyL)
-			case migrate.PhaseExpand:
-				return saved(p, want{served: legacyL, readFrom: migrate.ReadCheckpointAndLegacy})
-			case migrate.PhaseMigrate:
+			case migrate.PhaseExpand, migrate.PhaseMigrate:
+				// Current: nothing to rewrite.
 				return want{served: legacyL, readFrom: migrate.ReadCheckpointAndLegacy}
 			default:
 				return want{served: legacyL, readFrom: migrate.ReadCheckpoint, shadow: crossCheck(nil, nil, nil)}

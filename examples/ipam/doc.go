@@ -24,8 +24,8 @@
 // The phase comes from --phase or PHASESHIFT_PHASE:
 //
 //	0 legacy    the old behaviour: restore from CRI; the file is not used
-//	1 expand    restore from CRI and rewrite the file from it at every start;
-//	            every ADD and DEL also goes to the file
+//	1 expand    restore from CRI and rewrite the file from it when it
+//	            differs; every ADD and DEL also goes to the file
 //	2 migrate   restore from the file, backfill what only CRI knows, keep
 //	            (and report) what only the file knows
 //	3 contract  the file only

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -558,4 +559,35 @@ func TestShimReconnectsAfterRestart(t *testing.T) {
 	vms := tp.mustDo(request{Op: "list", VM: "vm-1"}).VMs
 	require.Len(t, vms, 1)
 	assert.Len(t, vms[0].Sessions, 1, "the reattached session was closed, one is open")
+}
+
+// TestStateDirectoryRemovedWhileRunning: an operator's rm -rf of the state
+// directory, recreated or not, does not stop the proxy: the next change
+// writes the whole state back (issue 14; the cause was fixed in package
+// checkpoint), and a restart restores every VM.
+func TestStateDirectoryRemovedWhileRunning(t *testing.T) {
+	for _, recreate := range []bool{false, true} {
+		t.Run(fmt.Sprintf("recreated=%v", recreate), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "run", "vmproxy")
+			path := filepath.Join(dir, "state.json")
+			tp := openTestProxy(t, path, migrate.PhaseContract)
+			tp.mustDo(request{Op: "register", VM: "vm-1"})
+			tok := tp.mustDo(request{Op: "token", VM: "vm-1"}).Token
+
+			require.NoError(t, os.RemoveAll(dir))
+			if recreate {
+				require.NoError(t, os.MkdirAll(dir, 0o700))
+			}
+			tp.mustDo(request{Op: "register", VM: "vm-2"})
+			tp.mustDo(request{Op: "open", Token: tok})
+			_, err := os.Stat(path)
+			require.NoError(t, err, "the next change wrote the file back")
+
+			tp = tp.restart(migrate.PhaseContract)
+			assert.Equal(t, migrate.ReadCheckpoint, tp.report.ReadFrom)
+			vms := tp.mustDo(request{Op: "list"}).VMs
+			require.Len(t, vms, 2, "every VM is back after the restart")
+			assert.Len(t, vms[0].Sessions, 1, "with vm-1's session")
+		})
+	}
 }

@@ -671,9 +671,11 @@ func savedEntries(c restoreCase, j judged, served map[string]int) map[string]int
 }
 
 // mustSave: "Whenever restore changed what the checkpoint should hold
-// (phase 1 rewrites at every start; a backfill, a drop, a prune, a merged
-// value, a file moved aside, a mark set or cleared), the checkpoint is
-// saved before Restore returns, so that the next phase finds it current."
+// (phase 1's rebuild from legacy when it differs; a backfill, a drop, a
+// prune, a merged value, a file moved aside, a mark set or cleared, the
+// state of an earlier boot, a checkpoint phase 1 or 2 finds missing), the
+// checkpoint is saved before Restore returns, so that the next phase finds
+// it current. A checkpoint already current is left alone."
 //
 // Rule 1 also must save: legacy was healed, and a file that still said
 // phase 3 wrote last would make the next run heal legacy again, over the
@@ -691,7 +693,9 @@ func mustSave(c restoreCase, j judged, r rule, served map[string]int, recorded s
 	}
 	marked := j.view.kind == fileClean && j.view.meta.Phase == migrate.PhaseLegacy.String()
 	markChanged := (recorded == migrate.PhaseLegacy.String()) != marked
-	return c.phase == migrate.PhaseExpand || j.view.unreadable() || !maps.Equal(held, served) ||
+	// "A checkpoint already current is left alone": phase 1 too.
+	createMissing := j.view.kind == fileMissing && c.phase.WritesLegacy()
+	return j.view.unreadable() || createMissing || !maps.Equal(held, served) ||
 		(markChanged && j.view.kind != fileMissing) || (recorded == migrate.PhaseLegacy.String() && j.view.kind == fileMissing) ||
 		r == ruleLegacyStale
 }
