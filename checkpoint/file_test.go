@@ -21,21 +21,18 @@ import (
 
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/internal/fsys/fsystest"
+	"github.com/phaseshift/phaseshift/internal/testcni"
 )
 
 // podKey is the CNI spec's IPAM key: (network name, container ID, ifname).
-type podKey struct {
-	Network     string `json:"network"`
-	ContainerID string `json:"containerID"`
-	IfName      string `json:"ifName"`
-}
+type podKey = testcni.Key
 
 type alloc struct {
 	IP    netip.Addr `json:"ip"`
 	Since time.Time  `json:"since"`
 }
 
-func key(id string) podKey { return podKey{Network: "aws-cni", ContainerID: id, IfName: "eth0"} }
+func key(id string) podKey { return testcni.Real(id) }
 
 func entriesN(n int) map[podKey]alloc {
 	m := make(map[podKey]alloc, n)

@@ -121,7 +121,6 @@ func TestMemoryFaults(t *testing.T) {
 		assert.Equal(t, entriesN(2), s.Entries)
 	})
 
-
 	t.Run("close", func(t *testing.T) {
 		m := fresh(t)
 		require.NoError(t, m.Close())

@@ -249,7 +249,7 @@ func TestNewerFormatRefused(t *testing.T) {
 	require.True(t, strings.HasPrefix(data, "{\n  \"format\": 1,"))
 	// Reseal a format-2 header, as a future writer would produce it.
 	body := strings.Replace(data[:strings.Index(data, "  \"checksum\"")], `"format": 1`, `"format": 2`, 1)
-	checkpointtest.SetBytes(m, []byte(body + sealFor(body)))
+	checkpointtest.SetBytes(m, []byte(body+sealFor(body)))
 	_, err := m.Load(ctx)
 	require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
 	assert.Contains(t, err.Error(), "file format is 2")

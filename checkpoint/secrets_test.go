@@ -170,7 +170,7 @@ func TestNoValueInDecodeErrors(t *testing.T) {
 	// not pass through either.
 	body := "{\n  \"format\": 1,\n  \"schema\": 1,\n  \"phase\": \"\",\n  \"writer\": \"\",\n  \"bootID\": \"\",\n  \"seq\": 1,\n  \"savedAt\": \"" + marker + "\",\n  \"entries\": [\n  ],\n"
 	hm := checkpoint.NewMemory[string, secretValue]()
-	checkpointtest.SetBytes(hm, []byte(body + sealFor(body)))
+	checkpointtest.SetBytes(hm, []byte(body+sealFor(body)))
 	_, err := hm.Load(ctx)
 	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 	assert.Contains(t, err.Error(), "savedAt")

@@ -230,8 +230,11 @@ var restoreCases = []setup{
 		},
 	},
 	{
-		name:  "corrupt checkpoint",
-		write: func(t *testing.T, w *world) { w.saveCheckpoint(t, migrate.PhaseMigrate, staleC, ""); checkpointtest.Corrupt(w.cp) },
+		name: "corrupt checkpoint",
+		write: func(t *testing.T, w *world) {
+			w.saveCheckpoint(t, migrate.PhaseMigrate, staleC, "")
+			checkpointtest.Corrupt(w.cp)
+		},
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			return unreadable(p, strict, checkpoint.ErrCorrupt)
 		},

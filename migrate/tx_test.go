@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 )
 
@@ -61,7 +62,7 @@ func TestUpdateIsGroupCommitted(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(false, nil)
 	cp := checkpointtest.Reopen(t, w.cp)
-	checkpointtest.SetSaveLatency(cp, 500 * time.Microsecond)
+	checkpointtest.SetSaveLatency(cp, 500*time.Microsecond)
 	s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseContract, Checkpoint: cp})
 	_, err := s.Restore(ctx)
 	require.NoError(t, err)
@@ -306,7 +307,7 @@ func TestDeleteFuncFailureRemovesNothing(t *testing.T) {
 func TestWriteOutcomeOutlivesItsDeadline(t *testing.T) {
 	w := newWorld(false, nil)
 	cp := checkpointtest.Reopen(t, w.cp)
-	checkpointtest.SetSaveLatency(cp, 50 * time.Millisecond)
+	checkpointtest.SetSaveLatency(cp, 50*time.Millisecond)
 	s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseContract, Checkpoint: cp})
 	_, err := s.Restore(context.Background())
 	require.NoError(t, err)

@@ -177,7 +177,7 @@ func TestGroupCommit(t *testing.T) {
 	const writers, perWriter = 64, 100
 	w := newWorld(false, nil)
 	cp := checkpointtest.Reopen(t, w.cp)
-	checkpointtest.SetSaveLatency(cp, 200 * time.Microsecond) // what an fsync costs, roughly
+	checkpointtest.SetSaveLatency(cp, 200*time.Microsecond) // what an fsync costs, roughly
 	s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseContract, Checkpoint: cp})
 	_, err := s.Restore(ctx)
 	require.NoError(t, err)
