@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -62,6 +63,24 @@ type core[K comparable, V any] struct {
 	enc  *encoder
 	out  []byte // reused for every file written
 	undo []undoStep[K]
+
+	// size is the length of the file last read or written (0: none). It is
+	// atomic, not under mu, so that Size does not wait for a save's fsync.
+	size atomic.Int64
+}
+
+// configure builds the config of a checkpoint of K and V from opts: every
+// mistake, the WithValidate function's types included, is an error here,
+// at construction, matching ErrInvalidOption.
+func configure[K comparable, V any](opts []Option) (config, error) {
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return cfg, err
+	}
+	if _, err := validatorFor[K, V](&cfg); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
 }
 
 func newCore[K comparable, V any](cfg config, be backend, bootID string) *core[K, V] {
@@ -89,12 +108,14 @@ func (c *core[K, V]) loadLocked() (Snapshot[K, V], error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		c.state, c.bad, c.last = stateGood, nil, onDisk{}
 		c.ents = newEntries[K](0)
+		c.size.Store(0)
 		return Snapshot[K, V]{Entries: map[K]V{}}, pathError("load", c.be.name(), ErrNotExist)
 	}
 	if err != nil {
 		c.state, c.bad = stateBad, err
 		return Snapshot[K, V]{}, pathError("load", c.be.name(), err)
 	}
+	c.size.Store(int64(len(data)))
 	res, err := decode[K, V](data, &c.cfg, c.enc)
 	if err != nil {
 		c.state, c.bad = stateBad, err
@@ -161,6 +182,7 @@ func (c *core[K, V]) write(m Meta, lines [][]byte) error {
 		return err
 	}
 	c.last = onDisk{exists: true, seq: meta.Seq, savedAt: meta.SavedAt}
+	c.size.Store(int64(len(c.out)))
 	// Let a buffer that grew for a much bigger file go, so a checkpoint
 	// that shrank does not pin its old size for ever.
 	if cap(c.out) > 1<<20 && cap(c.out) > 4*len(c.out) {
@@ -261,6 +283,7 @@ func (c *core[K, V]) quarantine(ctx context.Context) (string, error) {
 	// Nothing is on disk now, so the next save creates the file afresh.
 	c.state, c.bad, c.last.exists = stateGood, nil, false
 	c.ents = newEntries[K](0)
+	c.size.Store(0)
 	return dst, nil
 }
 

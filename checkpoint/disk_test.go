@@ -17,7 +17,6 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
-	"github.com/phaseshift/phaseshift/internal/fsys"
 	"github.com/phaseshift/phaseshift/internal/fsys/fsystest"
 )
 
@@ -42,7 +41,7 @@ func TestOpenLeavesAnotherCheckpointsTemporaryFileAlone(t *testing.T) {
 			dir := t.TempDir()
 			other := filepath.Join(dir, tc.other)
 			faulty := &fsystest.Faulty{}
-			f1, err := checkpoint.Open[string, string](fsys.With(ctx, faulty), other)
+			f1, err := checkpoint.Open[string, string](ctx, other, fsystest.WithFS(faulty))
 			require.NoError(t, err)
 			defer f1.Close()
 			for round := range tc.rounds {

@@ -45,6 +45,17 @@ var (
 	ErrBadEntry = errors.New("checkpoint entry cannot be read")
 )
 
+// This error is returned by Open and Memory.Reopen: a configuration
+// mistake.
+var (
+	// ErrInvalidOption is returned by Open and Memory.Reopen when an option
+	// is nil or its value is invalid: WithSchema(0), WithLockWait(-1), a
+	// WithFileMode the owner cannot read and write, an upgrade chain with a
+	// gap, a WithValidate function of other key or value types than the
+	// checkpoint's. The message names the option.
+	ErrInvalidOption = errors.New("checkpoint: invalid option")
+)
+
 // These errors are returned by Open and by methods of an open checkpoint.
 var (
 	// ErrLocked is returned by Open when another File, in this process or
@@ -275,6 +286,18 @@ func (e *entryDecodeError) Error() string {
 
 func (e *entryDecodeError) Unwrap() error { return e.err }
 
+// rejectedError is an entry that decoded but that the WithValidate function
+// rejected. Its text includes the function's error as returned, which the
+// function's author keeps free of values (see WithValidate); errors.Is and
+// errors.As reach that error.
+type rejectedError struct{ err error }
+
+func (e *rejectedError) Error() string {
+	return "rejected by the WithValidate function: " + e.err.Error()
+}
+
+func (e *rejectedError) Unwrap() error { return e.err }
+
 // unknownFieldsError is the error of a Load that found entries with fields
 // the key or value type does not have. It matches ErrNewerSchema.
 type unknownFieldsError struct {
@@ -288,6 +311,30 @@ func (e *unknownFieldsError) Error() string {
 }
 
 func (e *unknownFieldsError) Is(target error) bool { return target == ErrNewerSchema }
+
+// Unwrap returns the first such entry's error, which holds the decoder's.
+func (e *unknownFieldsError) Unwrap() error { return e.first }
+
+// corrupt returns an error matching ErrCorrupt that says what is wrong.
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
+}
+
+// corruptBecause is corrupt with a cause that stays reachable with
+// errors.Is and errors.As but out of the text: the causes are the errors of
+// encoding/json, time and hex on the file's bytes, which quote them.
+func corruptBecause(cause error, format string, args ...any) error {
+	return &quietError{msg: ErrCorrupt.Error() + ": " + fmt.Sprintf(format, args...), errs: []error{ErrCorrupt, cause}}
+}
+
+// quietError is an error whose text is msg alone and that wraps errs.
+type quietError struct {
+	msg  string
+	errs []error
+}
+
+func (e *quietError) Error() string   { return e.msg }
+func (e *quietError) Unwrap() []error { return e.errs }
 
 // pathError says which operation and step failed on which path, the way
 // fs.PathError does, so that errors.As(err, *fs.PathError) works too.

@@ -45,7 +45,7 @@ type File[K comparable, V any] struct {
 //
 // Open reads nothing: call Load.
 func Open[K comparable, V any](ctx context.Context, path string, opts ...Option) (*File[K, V], error) {
-	cfg, err := buildConfig(opts)
+	cfg, err := configure[K, V](opts)
 	if err != nil {
 		return nil, err
 	}
@@ -59,8 +59,11 @@ func Open[K comparable, V any](ctx context.Context, path string, opts ...Option)
 			return nil, fmt.Errorf("checkpoint %s: boot ID: %w", path, err)
 		}
 	}
+	if cfg.fs == nil {
+		cfg.fs = fsys.OS{}
+	}
 	d := &disk{
-		fs:      fsys.From(ctx),
+		fs:      cfg.fs,
 		path:    path,
 		dir:     filepath.Dir(path),
 		prev:    path + ".prev",
@@ -91,13 +94,20 @@ func (f *File[K, V]) Path() string { return f.disk.path }
 // it was opened without WithBootID.
 func (f *File[K, V]) BootID() string { return f.c.bootID }
 
+// Size returns the size in bytes of the checkpoint as this File last read
+// it (Load, whether or not it could use what it read) or wrote it (Save,
+// Commit); 0 before either, when Load found no file, and after Quarantine.
+// It does not touch the disk and does not wait for a save in progress.
+func (f *File[K, V]) Size() int64 { return f.c.size.Load() }
+
 // Load reads and checks the checkpoint and returns it.
 //
 // A missing file gives ErrNotExist (and an empty Snapshot). A file that is
 // not intact gives ErrCorrupt, one written by a newer binary ErrNewerSchema,
 // one too old to upgrade ErrOlderSchema; an older schema with a registered
 // upgrade chain is upgraded entry by entry. When the file is intact but some
-// entries cannot be decoded, Load returns the others together with a
+// entries cannot be decoded (or upgraded, or are rejected by the
+// WithValidate function), Load returns the others together with a
 // *BadEntriesError (errors.Is ErrBadEntry). With ErrNewerSchema, the
 // Snapshot's Meta still describes the file (its phase, writer and schema),
 // so a caller can tell who wrote it. After any failure other than
@@ -319,11 +329,11 @@ func (d *disk) sameFile(last onDisk) error {
 	if perr == nil && last.exists && p.meta.Seq == last.seq && p.meta.SavedAt.Equal(last.savedAt) {
 		return nil
 	}
-	found := "a file that is not a readable checkpoint"
-	if perr == nil {
-		found = fmt.Sprintf("seq %d", p.meta.Seq)
+	if perr != nil {
+		// perr's text never quotes the file (see corrupt).
+		return fmt.Errorf("%w: while this File's lock file was gone, another process wrote a file that is not a readable checkpoint (%w; this File last read or wrote seq %d)", errTakenOver, perr, last.seq)
 	}
-	return fmt.Errorf("%w: while this File's lock file was gone, another process wrote %s (this File last read or wrote seq %d)", errTakenOver, found, last.seq)
+	return fmt.Errorf("%w: while this File's lock file was gone, another process wrote seq %d (this File last read or wrote seq %d)", errTakenOver, p.meta.Seq, last.seq)
 }
 
 // removeLeftovers removes the temporary files of saves of this checkpoint

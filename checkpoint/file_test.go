@@ -20,23 +20,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
-	"github.com/phaseshift/phaseshift/internal/fsys"
 	"github.com/phaseshift/phaseshift/internal/fsys/fsystest"
+	"github.com/phaseshift/phaseshift/internal/testcni"
 )
 
 // podKey is the CNI spec's IPAM key: (network name, container ID, ifname).
-type podKey struct {
-	Network     string `json:"network"`
-	ContainerID string `json:"containerID"`
-	IfName      string `json:"ifName"`
-}
+type podKey = testcni.Key
 
 type alloc struct {
 	IP    netip.Addr `json:"ip"`
 	Since time.Time  `json:"since"`
 }
 
-func key(id string) podKey { return podKey{Network: "aws-cni", ContainerID: id, IfName: "eth0"} }
+func key(id string) podKey { return testcni.Real(id) }
 
 func entriesN(n int) map[podKey]alloc {
 	m := make(map[podKey]alloc, n)
@@ -454,18 +450,21 @@ func TestOpenValidatesOptions(t *testing.T) {
 	dir := t.TempDir()
 	up := func(k, v json.RawMessage) (json.RawMessage, json.RawMessage, error) { return k, v, nil }
 	for _, tc := range []struct {
-		name string
-		path string
-		opts []checkpoint.Option
-		want string
+		name    string
+		path    string
+		opts    []checkpoint.Option
+		want    string
+		invalid bool // the error matches ErrInvalidOption, and Memory.Reopen refuses the same options
 	}{
-		{"empty path", "", nil, "path is empty"},
-		{"schema zero", "a.json", []checkpoint.Option{checkpoint.WithSchema(0)}, "schema version 0 is invalid"},
-		{"gap in chain", "b.json", []checkpoint.Option{checkpoint.WithSchema(4), checkpoint.WithUpgrade(1, up), checkpoint.WithUpgrade(3, up)}, "gap: missing 2→3"},
-		{"upgrade past current", "c.json", []checkpoint.Option{checkpoint.WithSchema(2), checkpoint.WithUpgrade(2, up)}, "does not lead to the current schema"},
-		{"nil upgrade", "d.json", []checkpoint.Option{checkpoint.WithSchema(2), checkpoint.WithUpgrade(1, nil)}, "nil"},
-		{"mode without owner rw", "e.json", []checkpoint.Option{checkpoint.WithFileMode(0o400)}, "file mode"},
-		{"boot id source fails", "f.json", []checkpoint.Option{checkpoint.WithBootID(func() (string, error) { return "", errors.New("no procfs") })}, "no procfs"},
+		{"empty path", "", nil, "path is empty", false},
+		{"schema zero", "a.json", []checkpoint.Option{checkpoint.WithSchema(0)}, "schema version 0 is invalid", true},
+		{"gap in chain", "b.json", []checkpoint.Option{checkpoint.WithSchema(4), checkpoint.WithUpgrade(1, up), checkpoint.WithUpgrade(3, up)}, "gap: missing 2→3", true},
+		{"upgrade past current", "c.json", []checkpoint.Option{checkpoint.WithSchema(2), checkpoint.WithUpgrade(2, up)}, "does not lead to the current schema", true},
+		{"nil upgrade", "d.json", []checkpoint.Option{checkpoint.WithSchema(2), checkpoint.WithUpgrade(1, nil)}, "nil", true},
+		{"mode without owner rw", "e.json", []checkpoint.Option{checkpoint.WithFileMode(0o400)}, "file mode", true},
+		{"negative lock wait", "g.json", []checkpoint.Option{checkpoint.WithLockWait(-time.Second)}, "checkpoint.WithLockWait(-1s)", true},
+		{"nil option", "h.json", []checkpoint.Option{checkpoint.WithLockWait(0), nil}, "option 2 of 2 is nil", true},
+		{"boot id source fails", "f.json", []checkpoint.Option{checkpoint.WithBootID(func() (string, error) { return "", errors.New("no procfs") })}, "no procfs", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.path
@@ -475,6 +474,16 @@ func TestOpenValidatesOptions(t *testing.T) {
 			_, err := checkpoint.Open[podKey, alloc](ctx, p, tc.opts...)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
+			if !tc.invalid {
+				return
+			}
+			assert.ErrorIs(t, err, checkpoint.ErrInvalidOption)
+			_, err = checkpoint.NewMemory[podKey, alloc]().Reopen(tc.opts...)
+			require.ErrorIs(t, err, checkpoint.ErrInvalidOption)
+			assert.Contains(t, err.Error(), tc.want)
+			if p != "" {
+				assert.NoFileExists(t, p, "nothing is created on a mistake")
+			}
 		})
 	}
 }
@@ -525,7 +534,7 @@ func TestSaveFaults(t *testing.T) {
 			faulty := &fsystest.Faulty{}
 			dir := t.TempDir()
 			path := filepath.Join(dir, "ipam.json")
-			f, err := checkpoint.Open[podKey, alloc](fsys.With(ctx, faulty), path)
+			f, err := checkpoint.Open[podKey, alloc](ctx, path, fsystest.WithFS(faulty))
 			require.NoError(t, err)
 			defer f.Close()
 			require.NoError(t, f.Save(ctx, checkpoint.Snapshot[podKey, alloc]{Entries: entriesN(2)}))
@@ -580,7 +589,7 @@ func TestLoadReadFault(t *testing.T) {
 	ctx := context.Background()
 	faulty := &fsystest.Faulty{}
 	path := filepath.Join(t.TempDir(), "ipam.json")
-	f, err := checkpoint.Open[podKey, alloc](fsys.With(ctx, faulty), path)
+	f, err := checkpoint.Open[podKey, alloc](ctx, path, fsystest.WithFS(faulty))
 	require.NoError(t, err)
 	defer f.Close()
 	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[podKey, alloc]{Entries: entriesN(2)}))
@@ -602,7 +611,7 @@ func TestOpenFaults(t *testing.T) {
 	for _, op := range []string{fsystest.OpMkdir, fsystest.OpLock, fsystest.OpReadDir} {
 		faulty := &fsystest.Faulty{}
 		faulty.Fail(op, "", syscall.EACCES, 1)
-		_, err := checkpoint.Open[podKey, alloc](fsys.With(ctx, faulty), filepath.Join(dir, op, "c.json"))
+		_, err := checkpoint.Open[podKey, alloc](ctx, filepath.Join(dir, op, "c.json"), fsystest.WithFS(faulty))
 		require.ErrorIs(t, err, syscall.EACCES, op)
 		assert.Contains(t, err.Error(), "checkpoint open", op)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 )
 
 // FuzzLoad feeds arbitrary bytes to Load: it must never panic, and must
@@ -46,7 +47,7 @@ func FuzzLoad(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := checkpoint.NewMemory[podKey, alloc]()
-		m.SetBytes(data)
+		checkpointtest.SetBytes(m, data)
 		s, err := m.Load(ctx)
 		if err != nil {
 			for _, sentinel := range []error{checkpoint.ErrCorrupt, checkpoint.ErrNewerSchema, checkpoint.ErrOlderSchema, checkpoint.ErrBadEntry} {

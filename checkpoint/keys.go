@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -302,4 +303,39 @@ func keyRuleFor[K comparable]() *keyRule[K] {
 	r := newKeyRule[K]()
 	actual, _ := keyRules.LoadOrStore(t, &r)
 	return actual.(*keyRule[K])
+}
+
+// hashableCheck returns, for a key type that holds an interface, a check
+// that a decoded key can be a map key: JSON decodes an object into a map,
+// and a map inside an interface key would panic the insert. For other key
+// types it returns nil: every value of them is hashable.
+func hashableCheck[K comparable]() func(K) error {
+	if !holdsInterface(reflect.TypeFor[K](), 0) {
+		return nil
+	}
+	return func(k K) error {
+		if !reflect.ValueOf(&k).Elem().Comparable() {
+			return errors.New("the key holds a value that cannot be a map key (an object or a list where the key type has an interface)")
+		}
+		return nil
+	}
+}
+
+func holdsInterface(t reflect.Type, depth int) bool {
+	if depth > 32 {
+		return true
+	}
+	switch t.Kind() {
+	case reflect.Interface:
+		return true
+	case reflect.Array:
+		return holdsInterface(t.Elem(), depth+1)
+	case reflect.Struct:
+		for i := 0; i < t.NumField(); i++ {
+			if holdsInterface(t.Field(i).Type, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
 }

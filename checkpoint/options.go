@@ -6,21 +6,28 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/phaseshift/phaseshift/internal/fsys"
 )
 
-// Option configures Open and NewMemory.
+// Option configures Open and Memory.Reopen. Pass options to them; a nil
+// Option, or one whose value is invalid, makes them fail with an error
+// matching ErrInvalidOption that names the option.
 type Option interface {
-	apply(*config)
+	apply(*config) error
 }
 
-type optionFunc func(*config)
+// optionFunc is an Option that checks its own value as it applies it, so
+// that the error names the option the caller wrote.
+type optionFunc func(*config) error
 
-func (f optionFunc) apply(c *config) { f(c) }
+func (f optionFunc) apply(c *config) error { return f(c) }
 
 // UpgradeFunc turns one entry written with value schema n into schema n+1.
 // It works on raw JSON because the Go types of schema n may no longer exist
@@ -28,6 +35,8 @@ func (f optionFunc) apply(c *config) { f(c) }
 // makes that one entry unreadable (see BadEntriesError); the rest load.
 type UpgradeFunc func(key, value json.RawMessage) (newKey, newValue json.RawMessage, err error)
 
+// config holds what the options set. The zero value is not valid;
+// buildConfig starts from defaultConfig.
 type config struct {
 	schema      int
 	upgrades    map[int]UpgradeFunc
@@ -35,7 +44,9 @@ type config struct {
 	mode        fs.FileMode
 	lockWait    time.Duration // < 0: no limit but the context's
 	logger      *zap.Logger
-	dropUnknown bool // WithDropUnknownFields
+	dropUnknown bool    // WithDropUnknownFields
+	validate    any     // WithValidate's func(K, V) error; checked against K and V by validatorFor
+	fs          fsys.FS // the file system under a File; nil means fsys.OS (see withFS)
 }
 
 func defaultConfig() config {
@@ -47,57 +58,84 @@ func defaultConfig() config {
 	}
 }
 
+// invalidOption returns an error matching ErrInvalidOption that names the
+// option as the caller wrote it.
+func invalidOption(option, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalidOption, option, fmt.Sprintf(format, args...))
+}
+
 // WithSchema sets the version of the value schema this binary writes and
 // reads, 1 by default. Bump it whenever the JSON form of the key or value
 // type changes meaning, and register a WithUpgrade from the previous
 // version. A file with a newer schema fails to load with ErrNewerSchema.
+// The version must be at least 1.
 func WithSchema(version int) Option {
-	return optionFunc(func(c *config) { c.schema = version })
+	return optionFunc(func(c *config) error {
+		if version < 1 {
+			return invalidOption(fmt.Sprintf("checkpoint.WithSchema(%d)", version), "schema version %d is invalid: versions start at 1", version)
+		}
+		c.schema = version
+		return nil
+	})
 }
 
 // WithUpgrade registers fn to turn entries of schema from into schema
 // from+1. Load applies the chain from a file's schema up to the current
 // one. The registered versions must form an unbroken chain ending at the
-// current schema; Open reports a gap.
+// current schema; Open reports a gap. A later WithUpgrade from the same
+// version replaces an earlier one.
 func WithUpgrade(from int, fn UpgradeFunc) Option {
-	return optionFunc(func(c *config) {
+	return optionFunc(func(c *config) error {
+		name := fmt.Sprintf("checkpoint.WithUpgrade(%d, ...)", from)
+		if fn == nil {
+			return invalidOption(name, "the upgrade from schema %d is nil", from)
+		}
 		if c.upgrades == nil {
 			c.upgrades = make(map[int]UpgradeFunc)
 		}
 		c.upgrades[from] = fn
+		return nil
 	})
 }
 
 // WithBootID stamps every saved file with the ID of the current boot, read
 // once at Open from source, so that a reader can tell a checkpoint written
-// before the last reboot (package migrate treats it as stale when its
-// Config asks for a boot epoch). A nil source reads the kernel's boot ID
-// (see KernelBootID).
+// before the last reboot (package migrate treats it as stale, see its
+// Checkpoint). A nil source reads the kernel's boot ID (see KernelBootID).
 func WithBootID(source func() (string, error)) Option {
-	return optionFunc(func(c *config) {
+	return optionFunc(func(c *config) error {
 		if source == nil {
 			source = KernelBootID
 		}
 		c.bootID = source
+		return nil
 	})
 }
 
 // WithFileMode sets the permissions of the checkpoint, its .prev copy and
 // its lock file; 0600 by default, because values may hold secrets. The
-// directory, when Open creates it, is 0700.
+// directory, when Open creates it, is 0700. The mode must be permission
+// bits that let the owner read and write.
 func WithFileMode(mode fs.FileMode) Option {
-	return optionFunc(func(c *config) { c.mode = mode })
+	return optionFunc(func(c *config) error {
+		if mode&^fs.ModePerm != 0 || mode&0o600 != 0o600 {
+			return invalidOption(fmt.Sprintf("checkpoint.WithFileMode(%#o)", uint32(mode)), "file mode %v is invalid: it must be permission bits that let the owner read and write (0600 is the default)", mode)
+		}
+		c.mode = mode
+		return nil
+	})
 }
 
 // WithLockWait bounds how long Open waits for another holder to release the
-// lock, in addition to the context's deadline. Zero means try once. By
-// default Open waits until its context is done.
+// lock, in addition to the context's deadline. Zero means try once; a
+// negative d is an error. By default Open waits until its context is done.
 func WithLockWait(d time.Duration) Option {
-	return optionFunc(func(c *config) {
+	return optionFunc(func(c *config) error {
 		if d < 0 {
-			d = 0
+			return invalidOption(fmt.Sprintf("checkpoint.WithLockWait(%v)", d), "the wait must not be negative: use 0 to try once, or leave the option out to wait as long as the context allows")
 		}
 		c.lockWait = d
+		return nil
 	})
 }
 
@@ -116,32 +154,96 @@ func WithLockWait(d time.Duration) Option {
 // Fields are checked by encoding/json: a type with its own UnmarshalJSON
 // decides for itself what it accepts.
 func WithDropUnknownFields() Option {
-	return optionFunc(func(c *config) { c.dropUnknown = true })
+	return optionFunc(func(c *config) error {
+		c.dropUnknown = true
+		return nil
+	})
 }
 
 // WithLogger logs opening, quarantining, leftover cleanup, a checkpoint
 // or lock file that disappeared, and dropped unknown fields (paths and
-// counts, never values). The default discards everything.
+// counts, never values). The default discards everything; a nil l changes
+// nothing.
 func WithLogger(l *zap.Logger) Option {
-	return optionFunc(func(c *config) {
+	return optionFunc(func(c *config) error {
 		if l != nil {
 			c.logger = l
 		}
+		return nil
 	})
 }
 
+// WithValidate makes Load run fn on every entry it decodes, after any
+// upgrade, and treat an entry fn rejects exactly as one that does not
+// decode: Load returns the other entries with a *BadEntriesError (matching
+// ErrBadEntry) whose EntryError names the entry's key and carries fn's
+// error, and Save and Commit refuse to replace the file until a Load
+// succeeds or Quarantine moves it aside. Use it for what the types cannot
+// say (an address inside its pool, a token of the right length), so that a
+// restart never serves a record the program would not have accepted.
+//
+// fn's error is included in the entry's error text as it is returned
+// (see Security): write it without values. Load may call fn from several
+// goroutines at once, in no particular order. Save and Commit do not call
+// fn: what a program writes it has checked already.
+//
+// K and V must be the File's or Memory's key and value types; other types,
+// or a nil fn, make Open and Memory.Reopen fail with ErrInvalidOption.
+func WithValidate[K comparable, V any](fn func(key K, value V) error) Option {
+	return optionFunc(func(c *config) error {
+		if fn == nil {
+			return invalidOption(fmt.Sprintf("checkpoint.WithValidate[%v, %v]", reflect.TypeFor[K](), reflect.TypeFor[V]()), "the function is nil")
+		}
+		c.validate = fn
+		return nil
+	})
+}
+
+// validatorFor returns the WithValidate function for a checkpoint of K and
+// V, or nil; an error when it was given for other types.
+func validatorFor[K comparable, V any](c *config) (func(K, V) error, error) {
+	if c.validate == nil {
+		return nil, nil
+	}
+	fn, ok := c.validate.(func(K, V) error)
+	if !ok {
+		return nil, invalidOption("checkpoint.WithValidate", "the function is a %T, but this checkpoint's entries are of key type %v and value type %v: give a func(%v, %v) error",
+			c.validate, reflect.TypeFor[K](), reflect.TypeFor[V](), reflect.TypeFor[K](), reflect.TypeFor[V]())
+	}
+	return fn, nil
+}
+
+// withFS makes Open use fsys instead of the operating system's file system.
+// It is a test hook, not part of the API: tests in this module reach it
+// through internal/fsys (see init below), so that no caller's context or
+// option can change which file system a checkpoint uses.
+func withFS(f fsys.FS) Option {
+	return optionFunc(func(c *config) error {
+		if f == nil {
+			return invalidOption("withFS", "the file system is nil")
+		}
+		c.fs = f
+		return nil
+	})
+}
+
+func init() {
+	fsys.CheckpointOption = func(f fsys.FS) any { return withFS(f) }
+}
+
+// buildConfig applies opts in order over the defaults, stops at the first
+// mistake (a nil Option, or one whose value is invalid) and then checks
+// what only the options together can say: the upgrade chain. Every error
+// matches ErrInvalidOption.
 func buildConfig(opts []Option) (config, error) {
 	c := defaultConfig()
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&c)
+	for i, o := range opts {
+		if o == nil {
+			return c, fmt.Errorf("%w: option %d of %d is nil", ErrInvalidOption, i+1, len(opts))
 		}
-	}
-	if c.schema < 1 {
-		return c, fmt.Errorf("checkpoint: schema version %d is invalid: versions start at 1", c.schema)
-	}
-	if c.mode&^fs.ModePerm != 0 || c.mode&0o600 != 0o600 {
-		return c, fmt.Errorf("checkpoint: file mode %v is invalid: it must be permission bits that let the owner read and write (0600 is the default)", c.mode)
+		if err := o.apply(&c); err != nil {
+			return c, err
+		}
 	}
 	if err := checkUpgradeChain(c.schema, c.upgrades); err != nil {
 		return c, err
@@ -157,12 +259,10 @@ func checkUpgradeChain(schema int, ups map[int]UpgradeFunc) error {
 		return nil
 	}
 	froms := make([]int, 0, len(ups))
-	for from, fn := range ups {
-		if fn == nil {
-			return fmt.Errorf("checkpoint: upgrade from schema %d is nil", from)
-		}
+	for from := range ups {
 		if from < 1 || from >= schema {
-			return fmt.Errorf("checkpoint: upgrade from schema %d does not lead to the current schema %d: register upgrades from 1..%d only", from, schema, schema-1)
+			return invalidOption(fmt.Sprintf("checkpoint.WithUpgrade(%d, ...)", from),
+				"the upgrade from schema %d does not lead to the current schema %d: register upgrades from 1..%d only", from, schema, schema-1)
 		}
 		froms = append(froms, from)
 	}
@@ -174,7 +274,7 @@ func checkUpgradeChain(schema int, ups map[int]UpgradeFunc) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("checkpoint: the upgrade chain from schema %d to %d has a gap: missing %s", froms[0], schema, strings.Join(missing, ", "))
+		return fmt.Errorf("%w: the upgrade chain from schema %d to %d has a gap: missing %s", ErrInvalidOption, froms[0], schema, strings.Join(missing, ", "))
 	}
 	return nil
 }

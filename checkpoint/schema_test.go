@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 )
 
 var writeFixtures = flag.Bool("write-fixtures", false, "write the testdata fixtures that do not exist yet (never overwrites)")
@@ -248,7 +249,7 @@ func TestNewerFormatRefused(t *testing.T) {
 	require.True(t, strings.HasPrefix(data, "{\n  \"format\": 1,"))
 	// Reseal a format-2 header, as a future writer would produce it.
 	body := strings.Replace(data[:strings.Index(data, "  \"checksum\"")], `"format": 1`, `"format": 2`, 1)
-	m.SetBytes([]byte(body + sealFor(body)))
+	checkpointtest.SetBytes(m, []byte(body+sealFor(body)))
 	_, err := m.Load(ctx)
 	require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
 	assert.Contains(t, err.Error(), "file format is 2")
@@ -259,8 +260,8 @@ func TestOlderSchemaWithoutUpgrade(t *testing.T) {
 	m := checkpoint.NewMemory[podKey, allocV1]()
 	require.NoError(t, m.Save(ctx, checkpoint.Snapshot[podKey, allocV1]{Entries: map[podKey]allocV1{key("a"): {IP: "10.0.0.2"}}}))
 
-	noChain := checkpoint.NewMemory[podKey, allocV3](checkpoint.WithSchema(3), checkpoint.WithUpgrade(2, upgrade2to3))
-	noChain.SetBytes(m.Bytes())
+	noChain := checkpointtest.NewMemory[podKey, allocV3](t, checkpoint.WithSchema(3), checkpoint.WithUpgrade(2, upgrade2to3))
+	checkpointtest.SetBytes(noChain, m.Bytes())
 	_, err := noChain.Load(ctx)
 	require.ErrorIs(t, err, checkpoint.ErrOlderSchema)
 	assert.Contains(t, err.Error(), "schema 1")

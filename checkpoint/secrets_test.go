@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 )
 
 // The secret tests put the marker in values and drive every encode and
@@ -131,7 +132,7 @@ func TestNoValueInEncodeErrors(t *testing.T) {
 	f, err := checkpoint.Open[string, secretValue](ctx, filepath.Join(t.TempDir(), "s.json"), checkpoint.WithLogger(log))
 	require.NoError(t, err)
 	defer f.Close()
-	m := checkpoint.NewMemory[string, secretValue](checkpoint.WithLogger(log))
+	m := checkpointtest.NewMemory[string, secretValue](t, checkpoint.WithLogger(log))
 	for _, be := range []struct {
 		name string
 		b    interface {
@@ -169,7 +170,7 @@ func TestNoValueInDecodeErrors(t *testing.T) {
 	// not pass through either.
 	body := "{\n  \"format\": 1,\n  \"schema\": 1,\n  \"phase\": \"\",\n  \"writer\": \"\",\n  \"bootID\": \"\",\n  \"seq\": 1,\n  \"savedAt\": \"" + marker + "\",\n  \"entries\": [\n  ],\n"
 	hm := checkpoint.NewMemory[string, secretValue]()
-	hm.SetBytes([]byte(body + sealFor(body)))
+	checkpointtest.SetBytes(hm, []byte(body+sealFor(body)))
 	_, err := hm.Load(ctx)
 	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 	assert.Contains(t, err.Error(), "savedAt")
@@ -200,16 +201,16 @@ func TestNoValueInDecodeErrors(t *testing.T) {
 		require.NoError(t, f.Close())
 		noMarker(t, nil, logs, what+", File.Quarantine")
 
-		m := checkpoint.NewMemory[string, secretValue](opts...)
-		m.SetBytes(file)
+		m := checkpointtest.NewMemory[string, secretValue](t, opts...)
+		checkpointtest.SetBytes(m, file)
 		_, err = m.Load(ctx)
 		require.Error(t, err, what)
 		noMarker(t, err, logs, what+", Memory.Load")
 
 		// One entry at a time, so that no error hides behind another.
 		for name, v := range undecodable {
-			m := checkpoint.NewMemory[string, secretValue](opts...)
-			m.SetBytes(sealedFile(map[string]string{name: v}))
+			m := checkpointtest.NewMemory[string, secretValue](t, opts...)
+			checkpointtest.SetBytes(m, sealedFile(map[string]string{name: v}))
 			_, err := m.Load(ctx)
 			require.Error(t, err, "%s: %s", what, name)
 			assert.Contains(t, err.Error(), name, "%s: the error names the key", what)

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 )
 
 // vmV1 is a value type as an older binary knows it; vmV2 is the same type
@@ -89,7 +90,7 @@ func TestUnknownFieldsAreANewerSchema(t *testing.T) {
 			require.NoError(t, err)
 			defer f.Close()
 			m := checkpoint.NewMemory[string, vmV1]()
-			m.SetBytes(newer)
+			checkpointtest.SetBytes(m, newer)
 			for name, be := range map[string]interface {
 				Load(context.Context) (checkpoint.Snapshot[string, vmV1], error)
 				Save(context.Context, checkpoint.Snapshot[string, vmV1]) error
@@ -166,7 +167,7 @@ func TestWithDropUnknownFields(t *testing.T) {
 	require.NoError(t, err)
 	defer g.Close()
 	m := checkpoint.NewMemory[string, vmV1]()
-	m.SetBytes(b)
+	checkpointtest.SetBytes(m, b)
 	s, err = m.Load(ctx)
 	require.NoError(t, err, "without the option, the rewritten file loads")
 	assert.Equal(t, want, s.Entries)
@@ -224,8 +225,8 @@ func TestUpgradeOutputWithUnknownFields(t *testing.T) {
 		if drop {
 			opts = append(opts, checkpoint.WithDropUnknownFields())
 		}
-		m := checkpoint.NewMemory[string, vmV1](opts...)
-		m.SetBytes(old.Bytes())
+		m := checkpointtest.NewMemory[string, vmV1](t, opts...)
+		checkpointtest.SetBytes(m, old.Bytes())
 		s, err := m.Load(ctx)
 		if !drop {
 			require.ErrorIs(t, err, checkpoint.ErrNewerSchema)

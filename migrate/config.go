@@ -12,30 +12,28 @@ import (
 )
 
 // Checkpoint is the checkpoint side of a Store: what checkpoint.File and
-// checkpoint.Memory provide. A Store uses these optional methods when they
-// are there:
+// checkpoint.Memory provide. A Store uses these optional capabilities,
+// which package checkpoint defines, when the value has them (File and
+// Memory have all four):
 //
-//   - Commit(ctx, checkpoint.Meta, []checkpoint.Change[K, V]) error saves only
-//     what a write changed, instead of building a whole Snapshot per write;
-//   - BootID() string gives the current boot and turns the boot epoch on:
-//     a checkpoint written in another boot is stale and discarded (its
-//     state died with the reboot), one that records no boot is kept.
-//     checkpoint.File and checkpoint.Memory have it when opened with
+//   - checkpoint.Committer saves only what a write changed, instead of
+//     building a whole Snapshot per write;
+//   - checkpoint.BootIDer gives the current boot and, when it is not
+//     empty, turns the boot epoch on: a checkpoint written in another boot
+//     is stale and discarded (its state died with the reboot), one that
+//     records no boot is kept. File and Memory give one when opened with
 //     checkpoint.WithBootID;
-//   - Close() error is called by Store.Close.
+//   - checkpoint.Sizer gives Stats.CheckpointBytes;
+//   - io.Closer is called by Store.Close.
+//
+// A wrapper around a File (a fake, an instrumented checkpoint) that does
+// not forward a capability loses it: assert the ones it must keep, as
+// var _ checkpoint.Committer[K, V] = (*myCheckpoint)(nil).
 type Checkpoint[K comparable, V any] interface {
 	Load(ctx context.Context) (checkpoint.Snapshot[K, V], error)
 	Save(ctx context.Context, s checkpoint.Snapshot[K, V]) error
 	Quarantine(ctx context.Context) (string, error)
 }
-
-// committer is the optional incremental save of checkpoint.File and
-// checkpoint.Memory.
-type committer[K comparable, V any] interface {
-	Commit(ctx context.Context, m checkpoint.Meta, changes []checkpoint.Change[K, V]) error
-}
-
-type bootIDer interface{ BootID() string }
 
 // Config configures a Store. Its zero values are the defaults, except that
 // Legacy and Checkpoint are required where the phase uses them.

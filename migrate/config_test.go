@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/migrate/migratetest"
 	"github.com/phaseshift/phaseshift/source"
@@ -78,7 +79,7 @@ func TestLogsNeverCarryValues(t *testing.T) {
 	require.NoError(t, err)
 	reg.FailWrites(0, 1, errors.New("registry refused"))
 	require.Error(t, s.Put(ctx, "vm-3", secret+"-3"))
-	cp.FailSaves(1, errors.New("disk full"))
+	checkpointtest.FailSaves(cp, 1, errors.New("disk full"))
 	require.Error(t, s.Put(ctx, "vm-4", secret+"-4"))
 
 	require.NotZero(t, logs.Len())

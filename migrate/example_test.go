@@ -69,7 +69,9 @@ func Example_rollout() {
 	run := func(p migrate.Phase, work func(s *migrate.Store[string, int])) {
 		cfg := migrate.Config[string, int]{Phase: p, Legacy: &registry, Merge: migrate.PreferLegacy[string, int]}
 		if p != migrate.PhaseLegacy {
-			cfg.Checkpoint = disk.Reopen() // the old binary does not know the file
+			// A restart: the same in-memory file, opened afresh. (The old
+			// binary, in phase 0, does not know the file.)
+			cfg.Checkpoint, _ = disk.Reopen()
 		}
 		s, _ := migrate.New(cfg)
 		r, err := s.Restore(ctx)

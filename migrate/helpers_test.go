@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/migrate/migratetest"
 	"github.com/phaseshift/phaseshift/source"
@@ -61,7 +62,7 @@ func (w *world) saveCheckpoint(t *testing.T, phase migrate.Phase, entries map[st
 // process would.
 func (w *world) checkpointEntries(t *testing.T) (checkpoint.Snapshot[string, int], error) {
 	t.Helper()
-	return w.cp.Reopen().Load(context.Background())
+	return checkpointtest.Reopen(t, w.cp).Load(context.Background())
 }
 
 // open builds a Store for phase over w (the checkpoint through a new
@@ -74,7 +75,7 @@ func (w *world) open(t *testing.T, cfg migrate.Config[string, int]) *migrate.Sto
 		cfg.Legacy = w.legacy()
 	}
 	if cfg.Checkpoint == nil && (cfg.Phase != migrate.PhaseLegacy) {
-		cfg.Checkpoint = w.cp.Reopen()
+		cfg.Checkpoint = checkpointtest.Reopen(t, w.cp)
 	}
 	s, err := migrate.New(cfg)
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/migrate/migratetest"
 	"github.com/phaseshift/phaseshift/source"
@@ -33,7 +34,7 @@ func TestPromisePartialListingNeverPrunes(t *testing.T) {
 	require.NoError(t, cp.Save(ctx, checkpoint.Snapshot[string, int]{Meta: checkpoint.Meta{Phase: "migrate"}, Entries: map[string]int{"a": 1, "b": 2}}))
 	cri.FailListPartly(errors.New("sandbox b: status: context deadline exceeded"))
 
-	s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Legacy: cri, Checkpoint: cp.Reopen(), PruneOrphans: true})
+	s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Legacy: cri, Checkpoint: checkpointtest.Reopen(t, cp), PruneOrphans: true})
 	require.NoError(t, err)
 	defer s.Close()
 	r, err := s.Restore(ctx)
@@ -45,7 +46,7 @@ func TestPromisePartialListingNeverPrunes(t *testing.T) {
 	v, ok := s.Get("b")
 	assert.True(t, ok)
 	assert.Equal(t, 2, v)
-	snap, err := cp.Reopen().Load(ctx)
+	snap, err := checkpointtest.Reopen(t, cp).Load(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int{"a": 1, "b": 2}, snap.Entries, "b is still in the checkpoint")
 }
@@ -83,7 +84,7 @@ func (n *registryNode) start(p migrate.Phase) (migrate.Report[string], error) {
 	}
 	cfg := migrate.Config[string, int]{Phase: p, Legacy: n.reg}
 	if p != migrate.PhaseLegacy || n.newPhase0 {
-		cfg.Checkpoint = n.cp.Reopen()
+		cfg.Checkpoint = checkpointtest.Reopen(n.t, n.cp)
 	}
 	if n.cfg != nil {
 		n.cfg(&cfg)
@@ -135,7 +136,7 @@ func TestPromiseOldBinaryWritesWin(t *testing.T) {
 		assert.Equal(t, []string{"vm-1"}, r.Diverged, "reported, never silent")
 		v, _ := n.reg.Get("vm-1")
 		assert.Equal(t, 2, v, "the registry keeps what the old binary acknowledged")
-		snap, err := n.cp.Reopen().Load(context.Background())
+		snap, err := checkpointtest.Reopen(t, n.cp).Load(context.Background())
 		require.NoError(t, err)
 		assert.Equal(t, map[string]int{"vm-1": 2}, snap.Entries)
 	})
@@ -184,7 +185,7 @@ func TestPromisePhase1KeepsTheCheckpointsRecord(t *testing.T) {
 		}
 		var err error
 		s, err = migrate.New(migrate.Config[ipamKey, allocation]{
-			Phase: p, Legacy: cri, Checkpoint: cp.Reopen(), Match: byContainer,
+			Phase: p, Legacy: cri, Checkpoint: checkpointtest.Reopen(t, cp), Match: byContainer,
 			Equal: func(a, b allocation) bool { return a.IP == b.IP }, // what CRI records
 		})
 		require.NoError(t, err)
@@ -294,7 +295,7 @@ func TestPromiseDoubleFault(t *testing.T) {
 	t.Run("phase 2: the checkpoint refuses, legacy cannot take it back", func(t *testing.T) {
 		reg := &migratetest.Explicit[string, int]{}
 		cp := checkpoint.NewMemory[string, int]()
-		flaky := &flakySaves{Memory: cp.Reopen(), okLeft: -1}
+		flaky := &flakySaves{Memory: checkpointtest.Reopen(t, cp), okLeft: -1}
 		s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Legacy: reg, Checkpoint: flaky})
 		require.NoError(t, err)
 		defer s.Close()
@@ -322,7 +323,7 @@ func TestPromiseDoubleFault(t *testing.T) {
 		defer s.Close()
 		_, err = s.Restore(ctx)
 		require.NoError(t, err)
-		cp.FailSaves(1, errors.New("disk full"))
+		checkpointtest.FailSaves(cp, 1, errors.New("disk full"))
 		reg.FailWrites(1, 1, errors.New("registry refused")) // the put succeeds, its undo fails
 		err = s.Put(ctx, "vm-1", 1)
 		require.ErrorIs(t, err, migrate.ErrCheckpointWrite)
@@ -341,7 +342,7 @@ func TestPromiseDoubleFault(t *testing.T) {
 		err = s.Put(ctx, "vm-1", 1)
 		require.ErrorIs(t, err, migrate.ErrLegacyWrite)
 		assert.NotErrorIs(t, err, migrate.ErrOutcomeUnknown)
-		snap, err := cp.Reopen().Load(ctx)
+		snap, err := checkpointtest.Reopen(t, cp).Load(ctx)
 		require.NoError(t, err)
 		assert.Empty(t, snap.Entries, "the checkpoint holds the previous commit")
 	})

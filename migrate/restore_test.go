@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 )
 
@@ -229,8 +230,11 @@ var restoreCases = []setup{
 		},
 	},
 	{
-		name:  "corrupt checkpoint",
-		write: func(t *testing.T, w *world) { w.saveCheckpoint(t, migrate.PhaseMigrate, staleC, ""); w.cp.Corrupt() },
+		name: "corrupt checkpoint",
+		write: func(t *testing.T, w *world) {
+			w.saveCheckpoint(t, migrate.PhaseMigrate, staleC, "")
+			checkpointtest.Corrupt(w.cp)
+		},
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			return unreadable(p, strict, checkpoint.ErrCorrupt)
 		},
@@ -239,7 +243,7 @@ var restoreCases = []setup{
 		name: "checkpoint with a newer schema",
 		write: func(t *testing.T, w *world) {
 			w.saveCheckpoint(t, migrate.PhaseMigrate, staleC, "")
-			require.NoError(t, w.cp.SetSchema(2))
+			require.NoError(t, checkpointtest.SetSchema(w.cp, 2))
 		},
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			if p == migrate.PhaseContract {
@@ -253,7 +257,7 @@ var restoreCases = []setup{
 		name: "checkpoint with a newer schema, written by phase 3",
 		write: func(t *testing.T, w *world) {
 			w.saveCheckpoint(t, migrate.PhaseContract, contractC, "")
-			require.NoError(t, w.cp.SetSchema(2))
+			require.NoError(t, checkpointtest.SetSchema(w.cp, 2))
 		},
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			switch {
@@ -270,7 +274,7 @@ var restoreCases = []setup{
 		name: "checkpoint with a newer schema, written by phase 3 in an earlier boot",
 		write: func(t *testing.T, w *world) {
 			w.saveCheckpoint(t, migrate.PhaseContract, contractC, "boot-0")
-			require.NoError(t, w.cp.SetSchema(2))
+			require.NoError(t, checkpointtest.SetSchema(w.cp, 2))
 		},
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			// Its state died with the reboot: nothing it says matters, and
@@ -283,7 +287,7 @@ var restoreCases = []setup{
 	{
 		name: "checkpoint with an unreadable entry",
 		write: func(t *testing.T, w *world) {
-			w.cp.SetBytes(badEntryFile(t, migrate.PhaseMigrate, map[string]int{"a": 1, "d": 4}, "b"))
+			checkpointtest.SetBytes(w.cp, badEntryFile(t, migrate.PhaseMigrate, map[string]int{"a": 1, "d": 4}, "b"))
 		},
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			if strict {
@@ -355,14 +359,14 @@ func runRestoreCase(t *testing.T, c setup, p migrate.Phase, explicit, strict boo
 
 	cfg := migrate.Config[string, int]{Phase: p, Strict: strict}
 	// Phase 0 too: it marks the file behind legacy. The boot epoch is on.
-	cfg.Checkpoint = w.cp.Reopen(checkpoint.WithBootID(func() (string, error) { return "boot-1", nil }))
+	cfg.Checkpoint = checkpointtest.Reopen(t, w.cp, checkpoint.WithBootID(func() (string, error) { return "boot-1", nil }))
 	s := w.open(t, cfg)
 	r, err := s.Restore(ctx)
 
 	if want.err != nil {
 		require.ErrorIs(t, err, want.err)
 		assert.Equal(t, before, w.cp.Bytes(), "a refused restore leaves the checkpoint as it was")
-		assert.Empty(t, w.cp.Quarantined())
+		assert.Empty(t, checkpointtest.Quarantined(w.cp))
 		assert.Equal(t, legacyL, w.impl.Snapshot(), "a refused restore leaves legacy as it was")
 		assert.Equal(t, 0, s.Len())
 		assert.Contains(t, r.String(), "not restored")
@@ -395,11 +399,11 @@ func runRestoreCase(t *testing.T, c setup, p migrate.Phase, explicit, strict boo
 
 	if want.quarantined {
 		assert.NotEmpty(t, r.Quarantined)
-		require.Len(t, w.cp.Quarantined(), 1, "the unreadable file is kept for inspection")
-		assert.Equal(t, before, w.cp.Quarantined()[0])
+		require.Len(t, checkpointtest.Quarantined(w.cp), 1, "the unreadable file is kept for inspection")
+		assert.Equal(t, before, checkpointtest.Quarantined(w.cp)[0])
 	} else {
 		assert.Empty(t, r.Quarantined)
-		assert.Empty(t, w.cp.Quarantined())
+		assert.Empty(t, checkpointtest.Quarantined(w.cp))
 	}
 	if want.ckptAfter != nil {
 		snap, err := w.checkpointEntries(t)
@@ -433,7 +437,7 @@ func TestRestoreLegacyFailures(t *testing.T) {
 				w := newWorld(false, legacyL)
 				w.saveCheckpoint(t, migrate.PhaseMigrate, staleC, "")
 				w.impl.FailList(-1, boom)
-				s := w.open(t, migrate.Config[string, int]{Phase: p, Strict: strict, Checkpoint: w.cp.Reopen()})
+				s := w.open(t, migrate.Config[string, int]{Phase: p, Strict: strict, Checkpoint: checkpointtest.Reopen(t, w.cp)})
 				r, err := s.Restore(ctx)
 				switch {
 				case p == migrate.PhaseLegacy || p == migrate.PhaseExpand:
@@ -477,7 +481,7 @@ func TestRestorePartialListing(t *testing.T) {
 			before := w.cp.Bytes()
 			w.impl.Remove("c")
 			w.impl.FailListPartly(errors.New("sandbox c: status: deadline exceeded"))
-			s := w.open(t, migrate.Config[string, int]{Phase: p, Strict: true, Checkpoint: w.cp.Reopen()})
+			s := w.open(t, migrate.Config[string, int]{Phase: p, Strict: true, Checkpoint: checkpointtest.Reopen(t, w.cp)})
 			_, err := s.Restore(context.Background())
 			require.Error(t, err, "phase %d", p)
 			assert.Contains(t, err.Error(), "sandbox c")
@@ -492,7 +496,7 @@ func runPartialListing(t *testing.T, p migrate.Phase, explicit, prune bool) {
 	w.saveCheckpoint(t, migrate.PhaseMigrate, legacyL, "")
 	w.impl.Remove("c") // the entry that could not be read
 	w.impl.FailListPartly(errors.New("sandbox c: status: deadline exceeded"))
-	s := w.open(t, migrate.Config[string, int]{Phase: p, PruneOrphans: prune, Checkpoint: w.cp.Reopen()})
+	s := w.open(t, migrate.Config[string, int]{Phase: p, PruneOrphans: prune, Checkpoint: checkpointtest.Reopen(t, w.cp)})
 	r, err := s.Restore(ctx)
 	require.NoError(t, err)
 	require.Len(t, r.Errors, 1)
@@ -552,14 +556,14 @@ func TestRestoreCheckpointReadError(t *testing.T) {
 			ctx := context.Background()
 			w := newWorld(false, legacyL)
 			w.saveCheckpoint(t, migrate.PhaseExpand, legacyL, "")
-			cp := &failingLoad{Memory: w.cp.Reopen(), err: errors.New("input/output error")}
+			cp := &failingLoad{Memory: checkpointtest.Reopen(t, w.cp), err: errors.New("input/output error")}
 			s, err := migrate.New(migrate.Config[string, int]{Phase: p, Legacy: w.impl, Checkpoint: cp})
 			require.NoError(t, err)
 			defer s.Close()
 			_, err = s.Restore(ctx)
 			require.ErrorIs(t, err, cp.err)
 			assert.Contains(t, err.Error(), "reading the checkpoint")
-			assert.Empty(t, w.cp.Quarantined())
+			assert.Empty(t, checkpointtest.Quarantined(w.cp))
 		})
 	}
 }
@@ -577,8 +581,8 @@ func TestRestoreRewriteFailureFailsRestore(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(false, legacyL)
 	w.saveCheckpoint(t, migrate.PhaseMigrate, staleC, "")
-	cp := w.cp.Reopen()
-	cp.FailSaves(1, errors.New("disk full"))
+	cp := checkpointtest.Reopen(t, w.cp)
+	checkpointtest.FailSaves(cp, 1, errors.New("disk full"))
 	s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseExpand, Checkpoint: cp})
 	_, err := s.Restore(ctx)
 	require.Error(t, err, "phase 1 that cannot heal the checkpoint must not go on: its writes would build on a stale file")
@@ -659,7 +663,7 @@ func TestVerifyInPhaseZero(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(false, legacyL)
 	w.saveCheckpoint(t, migrate.PhaseExpand, staleC, "")
-	s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseLegacy, Verify: true, Checkpoint: w.cp.Reopen()})
+	s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseLegacy, Verify: true, Checkpoint: checkpointtest.Reopen(t, w.cp)})
 	r, err := s.Restore(ctx)
 	require.NoError(t, err)
 	require.NotNil(t, r.Shadow)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/internal/testcni"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/migrate/migratetest"
@@ -56,7 +57,7 @@ func (n *node) start(p migrate.Phase) migrate.Report[ipamKey] {
 	}
 	cfg := migrate.Config[ipamKey, ipamVal]{Phase: p, Legacy: n.cri, Match: byContainer}
 	if p != migrate.PhaseLegacy {
-		cfg.Checkpoint = n.cp.Reopen()
+		cfg.Checkpoint = checkpointtest.Reopen(n.t, n.cp)
 	}
 	s, err := migrate.New(cfg)
 	require.NoError(n.t, err)
@@ -124,7 +125,7 @@ func TestSeedUpgradeDowngradeUpgrade(t *testing.T) {
 	assert.Equal(t, []ipamKey{real("A")}, r.Dropped, "A's stale allocation is dropped")
 	assert.NotEmpty(t, r.Stale, "the stale checkpoint is detected")
 	assert.True(t, r.CheckpointRewritten, "and healed")
-	snap, err := n.cp.Reopen().Load(context.Background())
+	snap, err := checkpointtest.Reopen(t, n.cp).Load(context.Background())
 	require.NoError(t, err)
 	assert.Len(t, snap.Entries, 2)
 	assert.NotContains(t, snap.Entries, real("A"), "A's stale allocation is gone from the file")
@@ -184,7 +185,7 @@ func TestSeedMoreRollouts(t *testing.T) {
 		n.start(migrate.PhaseMigrate)
 		n.add("A", "10.0.0.2")
 		// A phase-0 run of the new binary, with the checkpoint configured.
-		s, err := migrate.New(migrate.Config[ipamKey, ipamVal]{Phase: migrate.PhaseLegacy, Legacy: n.cri, Match: byContainer, Checkpoint: n.cp.Reopen()})
+		s, err := migrate.New(migrate.Config[ipamKey, ipamVal]{Phase: migrate.PhaseLegacy, Legacy: n.cri, Match: byContainer, Checkpoint: checkpointtest.Reopen(t, n.cp)})
 		require.NoError(t, err)
 		_, err = s.Restore(context.Background())
 		require.NoError(t, err)
@@ -192,7 +193,7 @@ func TestSeedMoreRollouts(t *testing.T) {
 		n.s.Close()
 		n.s = nil
 
-		s, err = migrate.New(migrate.Config[ipamKey, ipamVal]{Phase: migrate.PhaseContract, Checkpoint: n.cp.Reopen()})
+		s, err = migrate.New(migrate.Config[ipamKey, ipamVal]{Phase: migrate.PhaseContract, Checkpoint: checkpointtest.Reopen(t, n.cp)})
 		require.NoError(t, err)
 		defer s.Close()
 		_, err = s.Restore(context.Background())
@@ -231,7 +232,7 @@ func TestMatchFindsPlaceholderEntries(t *testing.T) {
 	assert.Equal(t, migrate.OriginWrite, o)
 	assert.Equal(t, 1, n.s.Len())
 
-	snap, err := n.cp.Reopen().Load(ctx)
+	snap, err := checkpointtest.Reopen(t, n.cp).Load(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, map[ipamKey]ipamVal{real("B"): {IP: "10.0.0.3"}}, snap.Entries, "the checkpoint holds the real key only")
 }

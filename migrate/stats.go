@@ -3,6 +3,8 @@ package migrate
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/phaseshift/phaseshift/checkpoint"
 )
 
 // Stats are a Store's cumulative counters since New, in the manner of
@@ -28,9 +30,9 @@ type Stats struct {
 	CheckpointSaves        uint64        // saves that succeeded, restore's included
 	CheckpointSaveFailures uint64        // saves that failed
 	CheckpointSaveTime     time.Duration // time spent in saves, failed ones included
-	// CheckpointBytes is the size of the checkpoint after its last save, when
-	// the checkpoint can tell (checkpoint.File and checkpoint.Memory can); 0
-	// otherwise.
+	// CheckpointBytes is the size of the checkpoint file as last loaded or
+	// saved, when the checkpoint can tell (a checkpoint.Sizer, as
+	// checkpoint.File and checkpoint.Memory are); 0 otherwise.
 	CheckpointBytes int64
 
 	LegacyWrites        uint64 // writes to a legacy the Store writes, undo and repair included
@@ -53,9 +55,6 @@ type RestoreStats struct {
 	// differs from what is served.
 	ShadowDiffers bool
 }
-
-// sizer is what a checkpoint that can tell its size offers.
-type sizer interface{ Size() int64 }
 
 // counters are the Store's atomic counters.
 type counters struct {
@@ -80,7 +79,7 @@ func (s *Store[K, V]) Stats() Stats {
 		CheckpointSaveTime: time.Duration(c.saveNanos.Load()),
 		LegacyWrites:       c.legacyWrites.Load(), LegacyWriteFailures: c.legacyWriteFailures.Load(),
 	}
-	if sz, ok := s.cfg.Checkpoint.(sizer); ok {
+	if sz, ok := s.cfg.Checkpoint.(checkpoint.Sizer); ok {
 		st.CheckpointBytes = sz.Size()
 	}
 	if r := c.lastRestore.Load(); r != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 )
 
@@ -20,8 +21,8 @@ func TestStats(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(true, map[string]int{"a": 1, "b": 2})
 	w.saveCheckpoint(t, migrate.PhaseMigrate, map[string]int{"a": 1, "z": 26}, "")
-	cp := w.cp.Reopen()
-	cp.SetSaveLatency(time.Millisecond)
+	cp := checkpointtest.Reopen(t, w.cp)
+	checkpointtest.SetSaveLatency(cp, time.Millisecond)
 	s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Checkpoint: cp})
 	assert.Zero(t, s.Stats().LastRestore.At, "no restore yet")
 	_, err := s.Restore(ctx)

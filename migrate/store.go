@@ -61,8 +61,8 @@ type Store[K comparable, V any] struct {
 	match    func(K) K
 	equal    func(a, b V) bool
 	merge    func(K, V, V) V
-	explicit source.Writer[K, V] // the legacy writer, or nil if legacy takes no explicit writes
-	commit   committer[K, V]     // the checkpoint's Commit, or nil
+	explicit source.Writer[K, V]        // the legacy writer, or nil if legacy takes no explicit writes
+	commit   checkpoint.Committer[K, V] // the checkpoint's Commit, or nil
 	bootID   string
 	meta     checkpoint.Meta // what every save records
 
@@ -133,11 +133,11 @@ func New[K comparable, V any](cfg Config[K, V]) (*Store[K, V], error) {
 		}
 	}
 	if cfg.Checkpoint != nil {
-		if c, ok := cfg.Checkpoint.(committer[K, V]); ok {
+		if c, ok := cfg.Checkpoint.(checkpoint.Committer[K, V]); ok {
 			s.commit = c
 		}
 	}
-	if b, ok := cfg.Checkpoint.(bootIDer); ok {
+	if b, ok := cfg.Checkpoint.(checkpoint.BootIDer); ok {
 		s.bootID = b.BootID()
 	}
 	s.meta = checkpoint.Meta{Phase: cfg.Phase.String(), Writer: cfg.Version, BootID: s.bootID}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 )
 
@@ -28,7 +29,7 @@ func newHeldStore(t *testing.T, start map[string]int) *heldStore {
 	t.Helper()
 	w := newWorld(true, start)
 	w.saveCheckpoint(t, migrate.PhaseMigrate, start, "")
-	slow := &slowCheckpoint{Memory: w.cp.Reopen(), release: make(chan struct{}), entered: make(chan struct{}, 1)}
+	slow := &slowCheckpoint{Memory: checkpointtest.Reopen(t, w.cp), release: make(chan struct{}), entered: make(chan struct{}, 1)}
 	s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Legacy: w.exp, Checkpoint: slow})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
@@ -60,12 +61,12 @@ func queued(t *testing.T, n *sync.WaitGroup) {
 func TestUpdateIsGroupCommitted(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(false, nil)
-	cp := w.cp.Reopen()
-	cp.SetSaveLatency(500 * time.Microsecond)
+	cp := checkpointtest.Reopen(t, w.cp)
+	checkpointtest.SetSaveLatency(cp, 500*time.Microsecond)
 	s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseContract, Checkpoint: cp})
 	_, err := s.Restore(ctx)
 	require.NoError(t, err)
-	before := w.cp.Saves()
+	before := checkpointtest.Saves(w.cp)
 
 	const writers = 64
 	got := make([]int, writers)
@@ -91,7 +92,7 @@ func TestUpdateIsGroupCommitted(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	saves := w.cp.Saves() - before
+	saves := checkpointtest.Saves(w.cp) - before
 	t.Logf("%d concurrent Updates took %d saves", writers, saves)
 	assert.Less(t, saves, writers/4, "concurrent Updates must share saves")
 	slices.Sort(got)
@@ -161,7 +162,7 @@ func TestGroupCommitRunsInOrder(t *testing.T) {
 			return nil
 		})
 	})
-	saves := h.w.cp.Saves()
+	saves := checkpointtest.Saves(h.w.cp)
 	close(h.slow.release)
 	wait()
 	var out []string
@@ -180,7 +181,7 @@ func TestGroupCommitRunsInOrder(t *testing.T) {
 	assert.Equal(t, "boom", <-panicked, "the panic reaches the caller")
 	want := map[string]int{"a": 11, "c": 22, "holder": 0}
 	assert.Equal(t, want, collect(h.s))
-	assert.Equal(t, saves+2, h.w.cp.Saves(), "the holder's save, then one for the whole batch")
+	assert.Equal(t, saves+2, checkpointtest.Saves(h.w.cp), "the holder's save, then one for the whole batch")
 	snap, err := h.w.checkpointEntries(t)
 	require.NoError(t, err)
 	assert.Equal(t, want, snap.Entries)
@@ -265,7 +266,7 @@ func TestDeleteFunc(t *testing.T) {
 		t.Run(p.String(), func(t *testing.T) {
 			start := map[string]int{"a": 1, "b": 2, "c": 3, "d": 4}
 			w, s := restored(t, p, true, start)
-			saves := w.cp.Saves()
+			saves := checkpointtest.Saves(w.cp)
 			removed, err := s.DeleteFunc(ctx, func(k string, v int) bool { return v%2 == 0 })
 			require.NoError(t, err)
 			slices.Sort(removed)
@@ -273,7 +274,7 @@ func TestDeleteFunc(t *testing.T) {
 			want := map[string]int{"a": 1, "c": 3}
 			assert.Equal(t, want, collect(s))
 			if p.WritesCheckpoint() {
-				assert.Equal(t, saves+1, w.cp.Saves(), "one commit")
+				assert.Equal(t, saves+1, checkpointtest.Saves(w.cp), "one commit")
 				snap, err := w.checkpointEntries(t)
 				require.NoError(t, err)
 				assert.Equal(t, want, snap.Entries)
@@ -291,7 +292,7 @@ func TestDeleteFunc(t *testing.T) {
 func TestDeleteFuncFailureRemovesNothing(t *testing.T) {
 	ctx := context.Background()
 	w, s := restored(t, migrate.PhaseMigrate, true, map[string]int{"a": 1, "b": 2})
-	w.cp.FailSaves(1, errors.New("disk full"))
+	checkpointtest.FailSaves(w.cp, 1, errors.New("disk full"))
 	removed, err := s.DeleteFunc(ctx, func(string, int) bool { return true })
 	require.ErrorIs(t, err, migrate.ErrCheckpointWrite)
 	assert.Nil(t, removed)
@@ -305,8 +306,8 @@ func TestDeleteFuncFailureRemovesNothing(t *testing.T) {
 // the save that carries it runs returns that save's outcome: nil, durable.
 func TestWriteOutcomeOutlivesItsDeadline(t *testing.T) {
 	w := newWorld(false, nil)
-	cp := w.cp.Reopen()
-	cp.SetSaveLatency(50 * time.Millisecond)
+	cp := checkpointtest.Reopen(t, w.cp)
+	checkpointtest.SetSaveLatency(cp, 50*time.Millisecond)
 	s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseContract, Checkpoint: cp})
 	_, err := s.Restore(context.Background())
 	require.NoError(t, err)

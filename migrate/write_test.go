@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/migrate/migratetest"
 )
@@ -35,7 +36,7 @@ func TestWritesReachEverySideOfThePhase(t *testing.T) {
 		for _, explicit := range []bool{false, true} {
 			t.Run(fmt.Sprintf("phase%d/explicit=%v", p, explicit), func(t *testing.T) {
 				w, s := restored(t, p, explicit, map[string]int{"a": 1})
-				savesBefore := w.cp.Saves()
+				savesBefore := checkpointtest.Saves(w.cp)
 				require.NoError(t, s.Put(ctx, "b", 2))
 				require.NoError(t, s.Put(ctx, "a", 10))
 				require.NoError(t, s.Delete(ctx, "b"))
@@ -48,9 +49,9 @@ func TestWritesReachEverySideOfThePhase(t *testing.T) {
 					require.NoError(t, err)
 					assert.Equal(t, want, snap.Entries, "the checkpoint has every write")
 					assert.Equal(t, p.String(), snap.Meta.Phase)
-					assert.Equal(t, savesBefore+3, w.cp.Saves(), "one save per write; none for deleting what is not there")
+					assert.Equal(t, savesBefore+3, checkpointtest.Saves(w.cp), "one save per write; none for deleting what is not there")
 				} else {
-					assert.Equal(t, savesBefore, w.cp.Saves(), "phase 0 never writes the checkpoint")
+					assert.Equal(t, savesBefore, checkpointtest.Saves(w.cp), "phase 0 never writes the checkpoint")
 				}
 				if explicit && p.WritesLegacy() {
 					assert.Equal(t, want, w.impl.Snapshot(), "explicit legacy has every write")
@@ -81,14 +82,14 @@ func TestWriteFailures(t *testing.T) {
 					ckBefore := w.cp.Bytes()
 					switch side {
 					case "checkpoint":
-						w.cp.FailSaves(1, boom)
+						checkpointtest.FailSaves(w.cp, 1, boom)
 					case "legacy":
 						w.exp.FailWrites(0, 1, boom)
 					case "legacy-undo":
 						// The checkpoint fails after legacy took the write,
 						// which is undone: legacy is written first in every
 						// phase that writes both.
-						w.cp.FailSaves(1, boom)
+						checkpointtest.FailSaves(w.cp, 1, boom)
 					}
 					var err error
 					if del {
@@ -144,7 +145,7 @@ func TestWritesBeforeRestoreAndAfterClose(t *testing.T) {
 	_, err = s.Restore(ctx)
 	require.ErrorIs(t, err, migrate.ErrClosed)
 	assert.Equal(t, 0, s.Len())
-	_, err = w.cp.Reopen().Load(ctx)
+	_, err = checkpointtest.Reopen(t, w.cp).Load(ctx)
 	require.NoError(t, err, "the data is on disk")
 }
 
@@ -175,12 +176,12 @@ func TestGroupCommit(t *testing.T) {
 	ctx := context.Background()
 	const writers, perWriter = 64, 100
 	w := newWorld(false, nil)
-	cp := w.cp.Reopen()
-	cp.SetSaveLatency(200 * time.Microsecond) // what an fsync costs, roughly
+	cp := checkpointtest.Reopen(t, w.cp)
+	checkpointtest.SetSaveLatency(cp, 200*time.Microsecond) // what an fsync costs, roughly
 	s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseContract, Checkpoint: cp})
 	_, err := s.Restore(ctx)
 	require.NoError(t, err)
-	before := w.cp.Saves()
+	before := checkpointtest.Saves(w.cp)
 
 	var wg sync.WaitGroup
 	acked := make([][]string, writers)
@@ -199,7 +200,7 @@ func TestGroupCommit(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	saves := w.cp.Saves() - before
+	saves := checkpointtest.Saves(w.cp) - before
 	t.Logf("%d Puts took %d checkpoint saves", writers*perWriter, saves)
 	assert.Less(t, saves, writers*perWriter/8, "concurrent Puts must share saves")
 
@@ -318,7 +319,7 @@ func TestUpdate(t *testing.T) {
 	assert.Equal(t, want, snap.Entries)
 	assert.Equal(t, want, w.impl.Snapshot())
 
-	saves := w.cp.Saves()
+	saves := checkpointtest.Saves(w.cp)
 	stop := errors.New("changed my mind")
 	err = s.Update(ctx, func(tx *migrate.Tx[string, int]) error {
 		tx.Put("a", 0)
@@ -327,7 +328,7 @@ func TestUpdate(t *testing.T) {
 	})
 	require.ErrorIs(t, err, stop)
 	assert.Equal(t, want, collect(s), "an Update whose function fails changes nothing")
-	assert.Equal(t, saves, w.cp.Saves())
+	assert.Equal(t, saves, checkpointtest.Saves(w.cp))
 
 	// An Update is all or nothing on every side: legacy refuses the
 	// second of its three writes.
@@ -413,7 +414,7 @@ func TestWriteContext(t *testing.T) {
 // become leader gives up when its context ends and leaves no trace.
 func TestWriterWaitingBehindASlowSaveHonoursItsContext(t *testing.T) {
 	w := newWorld(false, nil)
-	slow := &slowCheckpoint{Memory: w.cp.Reopen(), release: make(chan struct{}), entered: make(chan struct{}, 1)}
+	slow := &slowCheckpoint{Memory: checkpointtest.Reopen(t, w.cp), release: make(chan struct{}), entered: make(chan struct{}, 1)}
 	s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseContract, Checkpoint: slow})
 	require.NoError(t, err)
 	defer s.Close()
@@ -466,7 +467,7 @@ func (c *slowCheckpoint) Commit(ctx context.Context, m checkpoint.Meta, ch []che
 func TestCheckpointWithoutCommit(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(false, map[string]int{"a": 1})
-	plain := &plainCheckpoint{m: w.cp.Reopen()}
+	plain := &plainCheckpoint{m: checkpointtest.Reopen(t, w.cp)}
 	s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseExpand, Legacy: w.impl, Checkpoint: plain})
 	require.NoError(t, err)
 	defer s.Close()

@@ -393,6 +393,55 @@ func partialEntries() map[string]json.RawMessage {
 	}
 }
 
+// invalidEntries are records that decode as a VM but that the proxy would
+// never have stored (validateVM): each must be refused like one that does
+// not decode, without its token in any log or error.
+func invalidEntries() map[string]json.RawMessage {
+	return map[string]json.RawMessage{
+		"":                 json.RawMessage(`{"registered":"2026-11-30T08:00:00Z"}`),
+		"vm-no-token":      json.RawMessage(`{"registered":"2026-11-30T08:00:00Z","sessions":{"s-9":{"token":"","opened":"2026-11-30T08:00:02Z"}}}`),
+		"vm-stray-session": json.RawMessage(`{"registered":"2026-11-30T08:00:00Z","sessions":{"s-8":{"token":"TOKENNOTISSUED","opened":"2026-11-30T08:00:02Z"}}}`),
+		"vm-shared-token":  json.RawMessage(`{"registered":"2026-11-30T08:00:00Z","tokens":{"TOKENSHARED":{"created":"2026-11-30T08:00:01Z"}},"sessions":{"s-1":{"token":"TOKENSHARED","opened":"2026-11-30T08:00:02Z"},"s-2":{"token":"TOKENSHARED","opened":"2026-11-30T08:00:02Z"}}}`),
+		"vm-relative":      json.RawMessage(`{"console":"console.sock","registered":"2026-11-30T08:00:00Z"}`),
+	}
+}
+
+func TestInvalidRecords(t *testing.T) {
+	t.Run("default serves the valid VMs and names the others", func(t *testing.T) {
+		e := newEnv(t)
+		entries := invalidEntries()
+		entries["vm-good-2"] = partialEntries()["vm-good-2"]
+		writeRaw(t, e.state, entries)
+
+		d := e.start(t)
+		_, vms := e.dial(t).list()
+		assert.Equal(t, stateModel{"vm-good-2": {tokens: map[string]bool{}, sessions: map[string]string{}}}, fromList(vms))
+		stderr := d.stderr.String()
+		for _, id := range []string{"vm-no-token", "vm-stray-session", "vm-shared-token", "vm-relative"} {
+			assert.Contains(t, stderr, `"vm":"`+id+`"`, "the log names %s", id)
+		}
+		assert.Contains(t, stderr, "holds a token the VM never issued")
+		assert.NotContains(t, stderr, "TOKENNOTISSUED", "a token is never logged")
+		assert.NotContains(t, stderr, "TOKENSHARED", "a token is never logged")
+		assert.Len(t, corruptFiles(t, e), 1, "the original is kept for recovery by hand")
+	})
+	t.Run("strict exits and leaves the file alone", func(t *testing.T) {
+		e := newEnv(t)
+		writeRaw(t, e.state, invalidEntries())
+		before, err := os.ReadFile(e.state)
+		require.NoError(t, err)
+
+		code, stderr := e.runToExit(t, "--error-on-failure-to-restore")
+		assert.Equal(t, 1, code)
+		assert.Contains(t, stderr, "vm-stray-session")
+		assert.NotContains(t, stderr, "TOKENNOTISSUED")
+		assert.NotContains(t, stderr, "TOKENSHARED")
+		after, err := os.ReadFile(e.state)
+		require.NoError(t, err)
+		assert.Equal(t, before, after, "the file is untouched")
+	})
+}
+
 func TestPartialCheckpoint(t *testing.T) {
 	t.Run("default restores the rest and names the bad VM", func(t *testing.T) {
 		e := newEnv(t)

@@ -161,9 +161,12 @@ type proxyConfig struct {
 // The checkpoint records the kernel's boot ID, and Restore discards a file
 // from an earlier boot: the VMs it lists died with that boot, so a proxy
 // whose --state is on a disk rather than on /run must not bring them back.
+// Every record read is checked by validateVM: one the proxy would never
+// have stored is a bad entry, like one that does not decode.
 func openProxy(ctx context.Context, path string, lockWait time.Duration, cfg proxyConfig) (*proxy, migrate.Report[string], error) {
 	f, err := checkpoint.Open[string, VM](ctx, path,
-		checkpoint.WithLockWait(lockWait), checkpoint.WithLogger(cfg.Logger), checkpoint.WithBootID(nil))
+		checkpoint.WithLockWait(lockWait), checkpoint.WithLogger(cfg.Logger), checkpoint.WithBootID(nil),
+		checkpoint.WithValidate(validateVM))
 	if err != nil {
 		return nil, migrate.Report[string]{}, err
 	}

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 )
 
@@ -335,18 +336,18 @@ func TestRefusedWriteIsNotAcknowledged(t *testing.T) {
 		{Op: "unregister", VM: "vm-1"},
 	} {
 		t.Run(req.Op, func(t *testing.T) {
-			before, saves := list(p), mem.Saves()
-			mem.FailSaves(1, errors.New("no space left on device"))
+			before, saves := list(p), checkpointtest.Saves(mem)
+			checkpointtest.FailSaves(mem, 1, errors.New("no space left on device"))
 			resp := do(req)
 			assert.False(t, resp.OK)
 			assert.Equal(t, "not_stored", resp.Code)
 			assert.Contains(t, resp.Error, "no space left on device")
 			assert.Empty(t, resp.Token, "a token that was not stored must not be handed out")
 			assert.Equal(t, before, list(p))
-			assert.Equal(t, saves, mem.Saves())
+			assert.Equal(t, saves, checkpointtest.Saves(mem))
 
 			// What a restart would restore did not change either.
-			restarted, _, err := newProxy(ctx, proxyConfig{Phase: migrate.PhaseContract, Checkpoint: mem.Reopen()})
+			restarted, _, err := newProxy(ctx, proxyConfig{Phase: migrate.PhaseContract, Checkpoint: checkpointtest.Reopen(t, mem)})
 			require.NoError(t, err)
 			assert.Equal(t, before, list(restarted))
 			require.NoError(t, restarted.Close())

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"maps"
+	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -65,4 +69,39 @@ func (vm VM) sessionOf(token string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// validateVM is the checkpoint's WithValidate function: it rejects a record
+// the proxy would never have stored, so that a restart does not serve one a
+// hand edit, a bug in another version or a bad disk left behind. A record
+// it rejects is a bad entry: the proxy serves the others and logs the VM's
+// ID, or with --error-on-failure-to-restore refuses to start. Its errors
+// name IDs, never a token: a token is a secret.
+func validateVM(id string, vm VM) error {
+	if err := checkID(id); err != nil {
+		return fmt.Errorf("the VM's ID is not one register accepts: %w", err)
+	}
+	if vm.Console != "" && !filepath.IsAbs(vm.Console) {
+		return errors.New("its console is not an absolute path")
+	}
+	if vm.Attached < 0 {
+		return errors.New("its attach count is negative")
+	}
+	holder := make(map[string]string, len(vm.Sessions))
+	for _, sid := range slices.Sorted(maps.Keys(vm.Sessions)) {
+		tok := vm.Sessions[sid].Token
+		switch _, issued := vm.Tokens[tok]; {
+		case tok == "":
+			return fmt.Errorf("session %q has no token", sid)
+		case !issued:
+			return fmt.Errorf("session %q holds a token the VM never issued", sid)
+		case holder[tok] != "":
+			return fmt.Errorf("sessions %q and %q hold the same token", holder[tok], sid)
+		}
+		holder[tok] = sid
+	}
+	if _, ok := vm.Tokens[""]; ok {
+		return errors.New("it has an empty token")
+	}
+	return nil
 }

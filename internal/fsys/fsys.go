@@ -3,10 +3,11 @@
 // this module can put a fault-injecting or power-cut-recording file system
 // under a real checkpoint.File.
 //
-// Production code gets [OS]. A test selects another FS by putting it into
-// the context passed to checkpoint.Open with [With]; nothing in the public
-// API of the module exposes the seam (like renameio's and raft's unexported
-// test hooks).
+// Production code gets [OS]. A test selects another FS with the option
+// fsystest.WithFS, which package checkpoint hands out through
+// [CheckpointOption]: nothing in the public API of the module exposes the
+// seam (like renameio's and raft's unexported test hooks), and no caller's
+// context can change which file system a checkpoint uses.
 //
 // # Caveats
 //
@@ -22,7 +23,6 @@ package fsys
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -120,21 +120,14 @@ func TempOf(name string) (targetBase string, ok bool) {
 	return name[1:end], true
 }
 
-type ctxKey struct{}
-
-// With returns a context that makes checkpoint.Open use fsys instead of
-// [OS]. Only tests in this module use it.
-func With(ctx context.Context, fsys FS) context.Context {
-	return context.WithValue(ctx, ctxKey{}, fsys)
-}
-
-// From returns the FS carried by ctx, or [OS] if there is none.
-func From(ctx context.Context) FS {
-	if f, ok := ctx.Value(ctxKey{}).(FS); ok && f != nil {
-		return f
-	}
-	return OS{}
-}
+// CheckpointOption is the test hook that puts an FS under a
+// checkpoint.File: package checkpoint sets it, in an init, to a function
+// returning its unexported option withFS(f) as a checkpoint.Option. It is
+// typed any because this package cannot name checkpoint.Option (checkpoint
+// imports it); fsystest.WithFS asserts the type. Only this module can import
+// this package, so the hook is out of the public API, as grpc keeps its own
+// test hooks in its internal package.
+var CheckpointOption func(f FS) any
 
 // OS is the real file system.
 type OS struct{}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/migrate/migratetest"
 	"github.com/phaseshift/phaseshift/source"
@@ -89,7 +90,7 @@ func TestStructKeysWithoutMatch(t *testing.T) {
 			cp := checkpoint.NewMemory[podKey, string]()
 			legacy := &migratetest.Explicit[podKey, string]{}
 			open := func() *migrate.Store[podKey, string] {
-				s, err := migrate.New(migrate.Config[podKey, string]{Phase: p, Legacy: legacy, Checkpoint: cp.Reopen()})
+				s, err := migrate.New(migrate.Config[podKey, string]{Phase: p, Legacy: legacy, Checkpoint: checkpointtest.Reopen(t, cp)})
 				require.NoError(t, err)
 				_, err = s.Restore(ctx)
 				require.NoError(t, err)

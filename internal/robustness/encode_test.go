@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/migrate/migratetest"
 )
@@ -149,7 +150,7 @@ func loadAny(t *testing.T, path string) map[anyKey]any {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	m := checkpoint.NewMemory[anyKey, any]()
-	m.SetBytes(b)
+	checkpointtest.SetBytes(m, b)
 	s, err := m.Load(context.Background())
 	require.NoError(t, err)
 	return s.Entries

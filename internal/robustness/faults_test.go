@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/internal/fsys"
 	"github.com/phaseshift/phaseshift/internal/fsys/fsystest"
 	"github.com/phaseshift/phaseshift/migrate"
@@ -217,7 +218,7 @@ func TestLoadFaultsThroughTheStore(t *testing.T) {
 // for phase on it and legacy; the Store is closed at cleanup.
 func newStore(t *testing.T, faulty fsys.FS, path string, p migrate.Phase, legacy *migratetest.Explicit[string, string]) *migrate.Store[string, string] {
 	t.Helper()
-	cp, err := checkpoint.Open[string, string](fsys.With(context.Background(), faulty), path)
+	cp, err := checkpoint.Open[string, string](context.Background(), path, fsystest.WithFS(faulty))
 	require.NoError(t, err)
 	s, err := migrate.New(migrate.Config[string, string]{Phase: p, Legacy: legacy, Checkpoint: cp})
 	require.NoError(t, err)
@@ -248,7 +249,7 @@ func loadFile(t *testing.T, path string) map[string]string {
 	m := checkpoint.NewMemory[string, string]()
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
-	m.SetBytes(b)
+	checkpointtest.SetBytes(m, b)
 	s, err := m.Load(context.Background())
 	require.NoError(t, err)
 	return s.Entries

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
-	"github.com/phaseshift/phaseshift/internal/fsys"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/internal/fsys/fsystest"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/migrate/migratetest"
@@ -243,14 +243,17 @@ func (w *opsWorld) fail(format string, args ...any) bool {
 func (w *opsWorld) start() error {
 	var cp migrate.Checkpoint[string, int]
 	if w.path != "" {
-		f, err := checkpoint.Open[string, int](fsys.With(w.ctx, w.faulty), w.path)
+		f, err := checkpoint.Open[string, int](w.ctx, w.path, fsystest.WithFS(w.faulty))
 		if err != nil {
 			return err
 		}
 		w.file, cp = f, f
 	} else {
-		w.mem = w.mem.Reopen()
-		cp = w.mem
+		m, err := w.mem.Reopen()
+		if err != nil {
+			return err
+		}
+		w.mem, cp = m, m
 	}
 	s, err := migrate.New(migrate.Config[string, int]{Phase: w.phase, Legacy: w.legacy, Checkpoint: cp})
 	if err != nil {
@@ -304,7 +307,7 @@ func (w *opsWorld) injectFault(preferCheckpoint bool) string {
 	} else if w.path != "" {
 		w.faulty.Fail(fsystest.OpFsync, w.path, syscall.EIO, 1)
 	} else {
-		w.mem.FailSaves(1, syscall.EIO)
+		checkpointtest.FailSaves(w.mem, 1, syscall.EIO)
 	}
 	return side
 }
@@ -315,7 +318,7 @@ func (w *opsWorld) clearFaults() {
 		w.faulty.Clear()
 	}
 	if w.mem != nil {
-		w.mem.FailSaves(0, nil)
+		checkpointtest.FailSaves(w.mem, 0, nil)
 	}
 }
 

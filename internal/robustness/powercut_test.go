@@ -15,7 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
-	"github.com/phaseshift/phaseshift/internal/fsys"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
+	"github.com/phaseshift/phaseshift/internal/fsys/fsystest"
 	"github.com/phaseshift/phaseshift/internal/robustness"
 )
 
@@ -107,7 +108,8 @@ func (s pcState) String() string {
 
 // pcEnv is what a scenario's steps work on.
 type pcEnv struct {
-	ctx  context.Context // carries the PowerFS
+	ctx  context.Context
+	fs   *robustness.PowerFS // under the checkpoint (fsystest.WithFS)
 	path string
 	f    *checkpoint.File[string, string]
 }
@@ -138,7 +140,7 @@ func snap(seq uint64, kv ...string) pcState {
 func powerScenarios() []powerScenario {
 	open := func(wantLoad error) func(e *pcEnv) error {
 		return func(e *pcEnv) error {
-			f, err := checkpoint.Open[string, string](e.ctx, e.path)
+			f, err := checkpoint.Open[string, string](e.ctx, e.path, fsystest.WithFS(e.fs))
 			if err != nil {
 				return err
 			}
@@ -168,7 +170,7 @@ func powerScenarios() []powerScenario {
 	// sync would: the removal itself is not what is under test.
 	rm := func(names ...string) func(e *pcEnv) error {
 		return func(e *pcEnv) error {
-			fs := fsys.From(e.ctx)
+			fs := e.fs
 			for _, n := range names {
 				p := filepath.Join(filepath.Dir(e.path), n)
 				if err := fs.Remove(p); err != nil {
@@ -222,7 +224,7 @@ func powerScenarios() []powerScenario {
 				{"open", open(checkpoint.ErrNotExist), absent},
 				{"save", save("a", "1"), snap(1, "a", "1")},
 				{"rm -rf directory", rm("state.json", "state.json.lock", "."), absent},
-				{"mkdir", func(e *pcEnv) error { return fsys.From(e.ctx).MkdirAll(filepath.Dir(e.path), 0o700) }, absent},
+				{"mkdir", func(e *pcEnv) error { return e.fs.MkdirAll(filepath.Dir(e.path), 0o700) }, absent},
 				{"commit recreates", commit(put("c", "3")), snap(2, "a", "1", "c", "3")},
 			},
 		},
@@ -353,7 +355,7 @@ func run(t *testing.T, p *robustness.PowerFS, sc powerScenario, cut int) (acked 
 	if cut >= 0 {
 		p.CutAt(cut)
 	}
-	e := &pcEnv{ctx: fsys.With(context.Background(), p), path: filepath.Join(powerRoot, sc.rel)}
+	e := &pcEnv{ctx: context.Background(), fs: p, path: filepath.Join(powerRoot, sc.rel)}
 	defer func() {
 		if e.f != nil {
 			_ = e.f.Close()
@@ -396,7 +398,7 @@ func checkImage(dir string, sc powerScenario, states []pcState, allowed []pcStat
 	// .prev is an earlier committed snapshot, never a torn one.
 	if prev, err := os.ReadFile(path + ".prev"); err == nil {
 		m := checkpoint.NewMemory[string, string]()
-		m.SetBytes(prev)
+		checkpointtest.SetBytes(m, prev)
 		s, err := m.Load(ctx)
 		if err != nil {
 			v = append(v, fmt.Sprintf(".prev does not load: %v", err))

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/migrate/migratetest"
 	"github.com/phaseshift/phaseshift/source"
@@ -224,7 +225,10 @@ func seedFiles() []seedFile {
 		if boot != "" {
 			opts = append(opts, checkpoint.WithBootID(func() (string, error) { return boot, nil }))
 		}
-		m := checkpoint.NewMemory[string, int](opts...)
+		m, err := checkpoint.NewMemory[string, int]().Reopen(opts...)
+		if err != nil {
+			panic(err) // the options are this function's own
+		}
 		_ = m.Save(ctx, checkpoint.Snapshot[string, int]{Meta: checkpoint.Meta{Phase: phase, Writer: "fuzz"}, Entries: entries})
 		return m.Bytes()
 	}
@@ -240,7 +244,10 @@ func seedFiles() []seedFile {
 		seedFile{bytes: save("legacy", "", ck), boot: true, weight: light},
 		seedFile{bytes: save("contract", "", ck), boot: true, weight: light})
 	raw := func(phase, boot string, entries map[string]json.RawMessage) []byte {
-		m := checkpoint.NewMemory[string, json.RawMessage](checkpoint.WithBootID(func() (string, error) { return boot, nil }))
+		m, err := checkpoint.NewMemory[string, json.RawMessage]().Reopen(checkpoint.WithBootID(func() (string, error) { return boot, nil }))
+		if err != nil {
+			panic(err) // the option is this function's own
+		}
 		_ = m.Save(ctx, checkpoint.Snapshot[string, json.RawMessage]{Meta: checkpoint.Meta{Phase: phase}, Entries: entries})
 		return m.Bytes()
 	}
@@ -249,8 +256,8 @@ func seedFiles() []seedFile {
 	}
 	newer := func(phase, boot string) []byte {
 		m := checkpoint.NewMemory[string, int]()
-		m.SetBytes(save(phase, boot, map[string]int{"k0": 1, "k4": 4}))
-		_ = m.SetSchema(2)
+		checkpointtest.SetBytes(m, save(phase, boot, map[string]int{"k0": 1, "k4": 4}))
+		_ = checkpointtest.SetSchema(m, 2)
 		return m.Bytes()
 	}
 	flipped := save("migrate", bootNow, map[string]int{"k0": 1, "k1": 2})
@@ -328,7 +335,7 @@ func viewFile(file []byte) fileView {
 		return fileView{kind: fileMissing, err: checkpoint.ErrNotExist, entries: map[string]int{}}
 	}
 	ref := checkpoint.NewMemory[string, int]()
-	ref.SetBytes(file)
+	checkpointtest.SetBytes(ref, file)
 	snap, err := ref.Load(context.Background())
 	v := fileView{err: err, meta: snap.Meta, entries: snap.Entries}
 	switch {
@@ -428,8 +435,8 @@ func restoreOnce(t *testing.T, c restoreCase) observed {
 	if c.epoch != epochOff {
 		opts = append(opts, checkpoint.WithBootID(func() (string, error) { return bootNow, nil }))
 	}
-	cp := checkpoint.NewMemory[string, int](opts...)
-	cp.SetBytes(c.file)
+	cp := checkpointtest.NewMemory[string, int](t, opts...)
+	checkpointtest.SetBytes(cp, c.file)
 	fake := &migratetest.Explicit[string, int]{}
 	fake.Replace(c.legacy)
 	cfg := migrate.Config[string, int]{
@@ -447,8 +454,8 @@ func restoreOnce(t *testing.T, c restoreCase) observed {
 	o.legacy = fake.Snapshot()
 	puts, dels := fake.Writes()
 	o.legacyWrites = puts + dels
-	o.file, o.quarantined = cp.Bytes(), cp.Quarantined()
-	o.reload, o.reloadErr = cp.Reopen().Load(ctx)
+	o.file, o.quarantined = cp.Bytes(), checkpointtest.Quarantined(cp)
+	o.reload, o.reloadErr = checkpointtest.Reopen(t, cp).Load(ctx)
 	return o
 }
 

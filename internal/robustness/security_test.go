@@ -228,7 +228,7 @@ func TestValuesNeverLogged(t *testing.T) {
 	legacy.Set("vm-legacy", vmValue{Token: secret + "-legacy", IP: netip.MustParseAddr("10.0.0.9")})
 	faulty := &fsystest.Faulty{}
 	open := func() *migrate.Store[string, vmValue] {
-		cp, err := checkpoint.Open[string, vmValue](fsys.With(ctx, faulty), path, checkpoint.WithLogger(log))
+		cp, err := checkpoint.Open[string, vmValue](ctx, path, fsystest.WithFS(faulty), checkpoint.WithLogger(log))
 		require.NoError(t, err)
 		s, err := migrate.New(migrate.Config[string, vmValue]{Phase: migrate.PhaseMigrate, Legacy: legacy, Checkpoint: cp, Logger: log})
 		require.NoError(t, err)

@@ -54,7 +54,11 @@
 //
 // The fakes: [Implicit] is a legacy source that changes only from outside,
 // like CRI; [Explicit] is one the Store writes, like a proxy's registry.
-// Both fail on demand. checkpoint.Memory is the checkpoint fake.
+// Both fail on demand. checkpoint.Memory is the checkpoint fake, and
+// package checkpoint/checkpointtest injects its faults. Counts of injected
+// failures mean the same everywhere (Implicit.FailList, Explicit.FailWrites,
+// checkpointtest.FailSaves): n > 0 fails the next n calls, n < 0 every call
+// from now on, n == 0 none.
 //
 // # Caveats
 //

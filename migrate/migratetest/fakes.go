@@ -20,7 +20,7 @@ type Implicit[K comparable, V any] struct {
 
 	mu        sync.Mutex // guards the fields below
 	listErr   error
-	listFails int // -1: every List fails
+	listFails int // Lists still to fail; < 0: every one
 	partial   []error
 	lists     int
 }
@@ -67,7 +67,10 @@ func (l *Implicit[K, V]) Snapshot() map[K]V { return l.m.Snapshot() }
 // Len returns the number of entries.
 func (l *Implicit[K, V]) Len() int { return l.m.Len() }
 
-// FailList makes the next n Lists fail with err (n < 0: every List).
+// FailList makes Lists fail with err: the next n for n > 0, every one from
+// now on for n < 0, none for n == 0 (which ends an earlier FailList). A nil
+// err fails them with a generic injected error. n counts as in
+// checkpointtest.FailSaves and Explicit.FailWrites.
 func (l *Implicit[K, V]) FailList(n int, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -104,7 +107,7 @@ type Explicit[K comparable, V any] struct {
 
 	wmu        sync.Mutex // guards the fields below
 	writeErr   error
-	writeFails int // -1: every write fails
+	writeFails int // writes still to fail; < 0: every one
 	writeAfter int // writes that succeed before the failures start
 	puts       int
 	deletes    int
@@ -115,8 +118,11 @@ var (
 	_ source.Writer[string, int] = (*Explicit[string, int])(nil)
 )
 
-// FailWrites makes n writes (Put or Delete) fail with err after the next
-// after writes succeed (n < 0: every one from then on).
+// FailWrites lets the next after writes (Put or Delete) succeed (none for
+// after <= 0) and then makes writes fail with err: the next n for n > 0,
+// every one from then on for n < 0, none for n == 0 (which ends an earlier
+// FailWrites). A nil err fails them with a generic injected error. n counts
+// as in checkpointtest.FailSaves and Implicit.FailList.
 func (l *Explicit[K, V]) FailWrites(after, n int, err error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/source"
 )
@@ -52,7 +53,9 @@ func newRun[K comparable, V any](cfg *Config[K, V], a adapters[K, V], seq []migr
 		acks:    newAcked[K, V](),
 		refused: map[string]int{},
 	}
-	r.w.disk = checkpoint.NewMemory[K, V](newBuild.options("boot-0")...)
+	// The world's handle on the file only reads, damages and restores its
+	// bytes; each binary opens the file with its own build's options.
+	r.w.disk = checkpoint.NewMemory[K, V]()
 	if cfg.Explicit {
 		r.w.exp = &Explicit[K, V]{}
 		r.w.imp = &r.w.exp.Implicit
@@ -217,7 +220,7 @@ func (r *run[K, V]) stop(s *migrate.Store[K, V], p migrate.Phase, t transition) 
 		r.acks.behind = false
 		r.w.imp.Replace(nil)
 		if r.cfg.EphemeralCheckpoint {
-			r.w.disk.Remove()
+			checkpointtest.Remove(r.w.disk)
 		}
 	}
 	if r.a.volatile && t != reboot {
@@ -278,7 +281,11 @@ func (r *run[K, V]) start(p migrate.Phase, b build, inject bool) (*migrate.Store
 func (r *run[K, V]) configure(p migrate.Phase, b build) (migrate.Config[K, V], error) {
 	var cp migrate.Checkpoint[K, V]
 	if p != migrate.PhaseLegacy || r.cfg.NewBinaryInPhase0 {
-		cp = &checkpointSide[K, V]{w: &r.w, m: r.w.disk.Reopen(b.options(r.w.bootID())...)}
+		m, err := r.w.disk.Reopen(b.options(r.w.bootID())...)
+		if err != nil {
+			return migrate.Config[K, V]{}, fmt.Errorf("opening the checkpoint as %v: %w", b, err)
+		}
+		cp = &checkpointSide[K, V]{w: &r.w, m: m}
 	}
 	var legacy source.Reader[K, V] = &implicitSide[K, V]{w: &r.w, match: r.a.match}
 	if r.w.exp != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 )
 
@@ -334,7 +335,7 @@ var refusals = []struct {
 // listing.
 func (r *run[K, V]) inject(hasCkpt, hasLegacy bool) {
 	if r.cfg.Corruption && hasCkpt && r.w.disk.Bytes() != nil && r.rng.IntN(6) == 0 {
-		r.w.disk.Corrupt()
+		checkpointtest.Corrupt(r.w.disk)
 		r.logf("  the checkpoint is found corrupt")
 	}
 	if !r.cfg.PartialListings || !hasLegacy || r.rng.IntN(4) != 0 {

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/source"
 )
@@ -74,7 +76,11 @@ func (w *world[K, V]) bootID() string { return fmt.Sprintf("boot-%d", w.boot) }
 // peek reads the file as the newer build would, to judge what a start
 // should do, without changing it.
 func (w *world[K, V]) peek() (checkpoint.Snapshot[K, V], error) {
-	return w.disk.Reopen(newBuild.options(w.bootID())...).Load(context.Background())
+	m, err := w.disk.Reopen(newBuild.options(w.bootID())...)
+	if err != nil {
+		return checkpoint.Snapshot[K, V]{}, err
+	}
+	return m.Load(context.Background())
 }
 
 func (w *world[K, V]) legacySnapshot() map[K]V { return w.imp.Snapshot() }
@@ -111,7 +117,7 @@ func (w *world[K, V]) freeze() {
 // thaw brings the durable state back to the crash instant: what the dead
 // process did afterwards never happened.
 func (w *world[K, V]) thaw() {
-	w.disk.SetBytes(w.frozen.disk)
+	checkpointtest.SetBytes(w.disk, w.frozen.disk)
 	w.imp.Replace(w.frozen.legacy)
 }
 
@@ -122,12 +128,14 @@ type checkpointSide[K comparable, V any] struct {
 	m *checkpoint.Memory[K, V]
 }
 
-var _ interface {
-	migrate.Checkpoint[string, int]
-	Commit(context.Context, checkpoint.Meta, []checkpoint.Change[string, int]) error
-	BootID() string
-	Close() error
-} = (*checkpointSide[string, int])(nil)
+// The Store must find every capability of the Memory under it.
+var (
+	_ migrate.Checkpoint[string, int]   = (*checkpointSide[string, int])(nil)
+	_ checkpoint.Committer[string, int] = (*checkpointSide[string, int])(nil)
+	_ checkpoint.BootIDer               = (*checkpointSide[string, int])(nil)
+	_ checkpoint.Sizer                  = (*checkpointSide[string, int])(nil)
+	_ io.Closer                         = (*checkpointSide[string, int])(nil)
+)
 
 func (c *checkpointSide[K, V]) Load(ctx context.Context) (checkpoint.Snapshot[K, V], error) {
 	return c.m.Load(ctx)
@@ -160,6 +168,8 @@ func (c *checkpointSide[K, V]) Quarantine(ctx context.Context) (string, error) {
 }
 
 func (c *checkpointSide[K, V]) BootID() string { return c.m.BootID() }
+
+func (c *checkpointSide[K, V]) Size() int64 { return c.m.Size() }
 
 func (c *checkpointSide[K, V]) Close() error { return c.m.Close() }
 

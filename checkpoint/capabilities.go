@@ -1,0 +1,44 @@
+package checkpoint
+
+import (
+	"context"
+	"io"
+)
+
+// The optional capabilities of a checkpoint, beyond Load, Save and
+// Quarantine. Package migrate looks for them on its Config.Checkpoint and
+// uses each one it finds; a checkpoint of the user's own (a wrapper, a
+// fake) may offer any of them. File and Memory offer all four, and the
+// assertions below make a change to one of their signatures fail the build
+// here, instead of silently losing the capability (a Commit that no longer
+// matches Committer would turn every write into a full Save).
+
+// Committer is a checkpoint that can save its last loaded or saved content
+// with a few changes applied, encoding only those: what File.Commit does.
+type Committer[K comparable, V any] interface {
+	Commit(ctx context.Context, m Meta, changes []Change[K, V]) error
+}
+
+// BootIDer is a checkpoint that knows the boot it runs in (WithBootID) and
+// stamps it into what it saves. BootID returns "" when it records none.
+type BootIDer interface {
+	BootID() string
+}
+
+// Sizer is a checkpoint that can tell the size in bytes of the file as it
+// last read or wrote it (see File.Size).
+type Sizer interface {
+	Size() int64
+}
+
+var (
+	_ Committer[string, int] = (*File[string, int])(nil)
+	_ BootIDer               = (*File[string, int])(nil)
+	_ Sizer                  = (*File[string, int])(nil)
+	_ io.Closer              = (*File[string, int])(nil)
+
+	_ Committer[string, int] = (*Memory[string, int])(nil)
+	_ BootIDer               = (*Memory[string, int])(nil)
+	_ Sizer                  = (*Memory[string, int])(nil)
+	_ io.Closer              = (*Memory[string, int])(nil)
+)
