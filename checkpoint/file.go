@@ -69,6 +69,7 @@ func Open[K comparable, V any](ctx context.Context, path string, opts ...Option)
 		prev:    path + ".prev",
 		prevTmp: filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".prev-tmp"),
 		lock:    path + ".lock",
+		journal: path + ".journal",
 		mode:    cfg.mode,
 		log:     cfg.logger,
 	}
@@ -99,6 +100,11 @@ func (f *File[K, V]) BootID() string { return f.c.bootID }
 // Commit); 0 before either, when Load found no file, and after Quarantine.
 // It does not touch the disk and does not wait for a save in progress.
 func (f *File[K, V]) Size() int64 { return f.c.size.Load() }
+
+// Journal returns what the checkpoint's journal (see WithJournal) held at
+// the last Load, torn record included, and what Commit appended since.
+// It does not touch the disk; it waits for a save in progress.
+func (f *File[K, V]) Journal() JournalStatus { return f.c.journal() }
 
 // Load reads and checks the checkpoint and returns it.
 //
@@ -172,6 +178,7 @@ type disk struct {
 	prev    string
 	prevTmp string
 	lock    string
+	journal string
 	mode    fs.FileMode
 	log     *zap.Logger
 	held    fsys.Lock // the lock on path+".lock"; nil once released
@@ -473,35 +480,71 @@ func (d *disk) quarantine() (string, error) {
 		return "", err
 	}
 	base := d.path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
-	dst := base
-	// Link, unlike rename, fails instead of replacing an earlier
-	// quarantined file that happens to have the same name.
-	for i := 1; ; i++ {
-		err := d.fs.Link(d.path, dst)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", err
-		}
-		if !errors.Is(err, fs.ErrExist) || i > 100 {
-			return "", pathError("quarantine: link", d.path, err)
-		}
-		dst = fmt.Sprintf("%s-%d", base, i)
+	dst, hasFile, err := d.linkAside(d.path, base, "")
+	if err != nil {
+		return "", err
 	}
-	// The new name must be durable before the old one goes: a file system
+	// The journal goes with its file, under the same name + ".journal".
+	jbase := base
+	if hasFile {
+		jbase = dst
+	}
+	jdst, hasJournal, err := d.linkAside(d.journal, jbase, ".journal")
+	if err != nil {
+		return "", err
+	}
+	if !hasFile && !hasJournal {
+		return "", fs.ErrNotExist
+	}
+	if !hasFile {
+		dst = jdst
+	}
+	// The new names must be durable before the old ones go: a file system
 	// may persist directory changes in any order without an fsync, and
 	// the quarantined file may be the only copy of state nobody has read.
 	if err := d.fs.SyncDir(d.dir); err != nil {
 		return "", pathError("quarantine: fsync directory", d.dir, err)
 	}
-	if err := d.fs.Remove(d.path); err != nil {
-		return "", pathError("quarantine: remove", d.path, err)
-	}
-	if err := d.fs.SyncDir(d.dir); err != nil {
-		return "", pathError("quarantine: fsync directory", d.dir, err)
+	// The file goes first, durably, and the journal after it: a crash in
+	// between leaves a journal without its file, which Load reports as
+	// corrupt, never a file without its journal, which would load without
+	// the journal's commits.
+	for _, p := range []struct {
+		name string
+		has  bool
+	}{{d.path, hasFile}, {d.journal, hasJournal}} {
+		if !p.has {
+			continue
+		}
+		if err := d.fs.Remove(p.name); err != nil {
+			return "", pathError("quarantine: remove", p.name, err)
+		}
+		if err := d.fs.SyncDir(d.dir); err != nil {
+			return "", pathError("quarantine: fsync directory", d.dir, err)
+		}
 	}
 	return dst, nil
+}
+
+// linkAside links name to base+suffix, or to base+"-<n>"+suffix when that
+// is taken, and says where; it reports false when there is no name.
+func (d *disk) linkAside(name, base, suffix string) (string, bool, error) {
+	dst := base + suffix
+	// Link, unlike rename, fails instead of replacing an earlier
+	// quarantined file that happens to have the same name.
+	for i := 1; ; i++ {
+		err := d.fs.Link(name, dst)
+		if err == nil {
+			return dst, true, nil
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", false, nil
+		}
+		if !errors.Is(err, fs.ErrExist) || i > 100 {
+			return "", false, pathError("quarantine: link", name, err)
+		}
+		dst = fmt.Sprintf("%s-%d%s", base, i, suffix)
+	}
 }
 
 func (d *disk) close() error {

@@ -144,3 +144,21 @@ func Reopen[K comparable, V any](t TestingT, m *checkpoint.Memory[K, V], opts ..
 	}
 	return r
 }
+
+// Journal returns a copy of the journal beside the file under m (see
+// checkpoint.WithJournal), or nil if there is none.
+func Journal[K comparable, V any](m *checkpoint.Memory[K, V]) []byte {
+	return memfile.Of(m).Journal()
+}
+
+// SetJournal replaces the journal beside the file with a copy of data (nil
+// removes it), as a crash or another program might have left it. m's next
+// Load replays it.
+func SetJournal[K comparable, V any](m *checkpoint.Memory[K, V], data []byte) {
+	memfile.Of(m).EditJournal(func([]byte) []byte {
+		if data == nil {
+			return nil
+		}
+		return append([]byte{}, data...)
+	})
+}
