@@ -25,21 +25,26 @@ type (
 // How I checked that they have teeth (each breakage made locally, seen to
 // fail, reverted):
 //   - Not fsyncing the directory after creating the journal
-//     (file_journal.go): "journal: appends, compaction, save" fails under
-//     drop with "the checkpoint holds seq 1 ..., want seq 2" (the first
-//     acknowledged append lost with the journal's name).
-//   - Not fsyncing the journal after the write: fails under drop and half,
-//     acknowledged appends lost.
-//   - Removing the journal before the compaction's rename (dropJournal
-//     called before c.be.replace in core.write): fails under drop and
-//     reorder with acknowledged commits lost.
-//   - Skipping the records whose base is below the file's seq by
-//     replaying them anyway: fails after a cut between a compaction's
-//     rename and the journal's removal, with entries deleted after the
-//     compaction coming back.
-//   - Removing the journal before the file in Quarantine: fails under
-//     reorder with "the checkpoint holds seq 1 ..." (the file served
-//     without its journal's commits).
+//     (disk.appendJournal): "journal: appends, compaction, save" fails under
+//     drop and reorder with "cut before call 21 of 69, during "commit
+//     appends", drop: the checkpoint holds seq 1 map[a:1], want seq 2
+//     map[a:1 b:<12000 bytes>]" (an acknowledged append lost with the
+//     journal's name).
+//   - Not fsyncing the journal after the write (writeSync): the same
+//     message under drop and half.
+//   - Removing the journal before a compaction's save (core.write calling
+//     dropJournal before replace): fails under keep and half with "during
+//     "commit compacts", keep: the checkpoint holds seq 1 map[a:1], want
+//     seq 4 ... or seq 5 ...".
+//   - Replaying records whose base is below the file's seq: fails after a
+//     cut between a compaction's rename and the journal's removal with
+//     "the checkpoint holds seq 4 map[b:... c:... d:...], want seq 4
+//     map[b c] or seq 5 map[c d]" (b, deleted by the compaction, back).
+//   - Removing the journal before the file in Quarantine (disk.quarantine):
+//     fails under keep, half and reorder with "during "quarantine", keep:
+//     the checkpoint holds seq 2 map[g:1 h:2], want the original
+//     unreadable file or no file or a journal without its file" (the file
+//     served without its journal).
 func journalScenarios(
 	open func(wantLoad error) pcRun,
 	save func(kv ...string) pcRun,

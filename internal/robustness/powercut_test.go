@@ -106,7 +106,14 @@ func (s pcState) String() string {
 	case !s.exists:
 		return "no file"
 	}
-	return fmt.Sprintf("seq %d %v", s.seq, s.entries)
+	short := make(map[string]string, len(s.entries))
+	for k, v := range s.entries {
+		if len(v) > 20 {
+			v = fmt.Sprintf("<%d bytes>", len(v))
+		}
+		short[k] = v
+	}
+	return fmt.Sprintf("seq %d %v", s.seq, short)
 }
 
 // pcEnv is what a scenario's steps work on.
