@@ -65,16 +65,24 @@ func TestPowerCut(t *testing.T) {
 // find acknowledged saves lost or torn files.
 func TestPowerCutCheckerCatchesMissingFsync(t *testing.T) {
 	for _, variant := range []struct {
-		name  string
-		set   func(*robustness.PowerFS)
-		model string // a model in which the loss must show
-		want  string
+		name     string
+		set      func(*robustness.PowerFS)
+		model    string // a model in which the loss must show
+		want     string
+		scenario string // "": the first
 	}{
-		{"no directory fsync", func(p *robustness.PowerFS) { p.NoDirSync = true }, "drop", "want"},
-		{"no file fsync", func(p *robustness.PowerFS) { p.NoFileSync = true }, "half", "corrupt"},
+		{"no directory fsync", func(p *robustness.PowerFS) { p.NoDirSync = true }, "drop", "want", ""},
+		{"no file fsync", func(p *robustness.PowerFS) { p.NoFileSync = true }, "half", "corrupt", ""},
+		{"journal: no directory fsync", func(p *robustness.PowerFS) { p.NoDirSync = true }, "drop", "want", "journal: appends, compaction, save"},
+		{"journal: no file fsync", func(p *robustness.PowerFS) { p.NoFileSync = true }, "drop", "corrupt", "journal: appends, compaction, save"},
 	} {
 		t.Run(variant.name, func(t *testing.T) {
 			sc := powerScenarios()[0]
+			for _, s := range powerScenarios() {
+				if s.name == variant.scenario {
+					sc = s
+				}
+			}
 			violations := runPowerScenario(t, sc, variant.set)
 			require.NotEmpty(t, violations, "the checker found nothing wrong with a file system that skips an fsync")
 			found := false
