@@ -328,10 +328,20 @@ func (a *applier[K, V]) apply(rec record) error {
 	for _, op := range rec.ops {
 		i := a.index
 		a.index++
-		if bytes.HasPrefix(op, []byte(deleteStart)) {
-			a.del(i, op[len(deleteStart):len(op)-1])
-		} else {
+		switch {
+		case bytes.HasPrefix(op, []byte(deleteStart)):
+			var d struct {
+				Delete json.RawMessage `json:"delete"`
+			}
+			if err := strictUnmarshal(op, &d); err != nil || !bytes.HasPrefix(d.Delete, []byte(entryPrefix)) {
+				a.r.bad = append(a.r.bad, EntryError{Index: i, Err: errors.New("a delete that is not {\"delete\":{\"key\":...,\"value\":...}}")})
+				continue
+			}
+			a.del(i, d.Delete)
+		case bytes.HasPrefix(op, []byte(entryPrefix)) && bytes.Contains(op, []byte(entryMiddle)):
 			a.put(i, op)
+		default:
+			a.r.bad = append(a.r.bad, EntryError{Index: i, Err: errors.New("a change that is neither {\"key\":...,\"value\":...} nor {\"delete\":...}")})
 		}
 		if len(a.unknown) > 0 {
 			return &unknownFieldsError{first: a.unknown[0], count: len(a.unknown), total: a.index}
