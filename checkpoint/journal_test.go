@@ -462,8 +462,8 @@ func TestJournalCheckpointRemovedWhileOpen(t *testing.T) {
 // commit (the failed record was cut back out), and the next commit
 // succeeds by rewriting the file.
 //
-// Shown to fail: removing cutBack's Truncate makes the write and fsync
-// cases serve the failed commit after the restart.
+// Shown to fail: removing cutBack's Truncate makes the fsync cases fail
+// with "the failed commit is not served" (it was, after the restart).
 func TestJournalAppendFaults(t *testing.T) {
 	ctx := context.Background()
 	for _, fault := range []struct {
