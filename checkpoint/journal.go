@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -62,14 +64,15 @@ const (
 )
 
 // journalBound is the size past which the journal is folded into the file
-// by the next commit: a quarter of the file, and at least 32 KiB. Replaying
-// a record costs about what decoding an entry of the file does, and
-// Load decodes the file on every core but replays in order, so a quarter
-// keeps a Load at the bound within about 1.5 times one of the compacted
-// file; and a compaction every quarter file of records costs each commit
-// a few percent of one save.
+// by the next commit: a fifth of the file, and at least 32 KiB. Replaying a
+// record costs more than decoding an entry of the file (a record has a
+// header and a checksum of its own, and Load decodes the file on every core
+// but replays the journal in order), so a fifth keeps a Load at the bound
+// within about 1.3 times one of the compacted file (BenchmarkJournalRestore
+// in package migrate); and a compaction every fifth of a file of records
+// costs each commit a few percent of one save.
 func journalBound(fileSize int64) int64 {
-	return max(fileSize/4, 32<<10)
+	return max(fileSize/5, 32<<10)
 }
 
 // WithJournal makes Commit append its changes to a journal beside the
@@ -77,8 +80,8 @@ func journalBound(fileSize int64) int64 {
 // fsync it, instead of rewriting the whole file: a commit then costs about
 // one small fsync'd append whatever the number of entries. Load replays
 // the journal over the file; the file is rewritten, and the journal
-// removed, by Save, and by the commit that finds the journal past a
-// quarter of the file's size (at least 32 KiB). See the package
+// removed, by Save, and by the commit that finds the journal past a fifth
+// of the file's size (at least 32 KiB). See the package
 // documentation's Journal section for the protocol and its rules.
 //
 // A File opened without WithJournal still replays a journal it finds, and
@@ -134,22 +137,21 @@ type JournalStatus struct {
 type record struct {
 	base, seq uint64
 	schema    int
-	meta      Meta // Phase, Writer, BootID, SavedAt
-	ops       []json.RawMessage
+	meta      Meta     // Phase, Writer, BootID, SavedAt
+	ops       [][]byte // sub-slices of the line
 }
 
-// recordJSON is the JSON form of a record; pointers tell missing fields.
-type recordJSON struct {
-	Journal *int              `json:"journal"`
-	Base    *uint64           `json:"base"`
-	Seq     *uint64           `json:"seq"`
-	Schema  *int              `json:"schema"`
-	Phase   string            `json:"phase"`
-	Writer  string            `json:"writer"`
-	BootID  string            `json:"bootID"`
-	SavedAt json.RawMessage   `json:"savedAt"`
-	Changes []json.RawMessage `json:"changes"`
-	CRC     string            `json:"crc32c"`
+// recordHeader is the JSON form of a record's fields before its changes;
+// pointers tell missing fields.
+type recordHeader struct {
+	Journal *int            `json:"journal"`
+	Base    *uint64         `json:"base"`
+	Seq     *uint64         `json:"seq"`
+	Schema  *int            `json:"schema"`
+	Phase   string          `json:"phase"`
+	Writer  string          `json:"writer"`
+	BootID  string          `json:"bootID"`
+	SavedAt json.RawMessage `json:"savedAt"`
 }
 
 // appendRecord appends the line of a commit: base is the file's Seq, m the
@@ -214,11 +216,23 @@ func parseRecord(line []byte) (record, error) {
 	if crc32.Checksum(body, castagnoli) != uint32(want[0])<<24|uint32(want[1])<<16|uint32(want[2])<<8|uint32(want[3]) {
 		return r, errors.New("checksum mismatch")
 	}
-	var j recordJSON
-	dec := json.NewDecoder(bytes.NewReader(line))
+	// A raw `,"changes":[` cannot occur inside a JSON string (its quotes
+	// would be escaped), so the first one ends the header: the header is
+	// decoded alone, and the changes are cut apart without decoding them
+	// (each is decoded once, by the applier).
+	at := bytes.Index(body, []byte(recordChanges))
+	if at < 0 || body[len(body)-1] != ']' {
+		return r, errors.New("it has no list of changes")
+	}
+	var j recordHeader
+	dec := json.NewDecoder(io.MultiReader(bytes.NewReader(body[:at]), strings.NewReader("}")))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&j); err != nil {
-		return r, fmt.Errorf("it is not a valid record: %s", decodeFailure(err))
+		return r, fmt.Errorf("its header is not valid: %s", decodeFailure(err))
+	}
+	ops, err := splitOps(body[at+len(recordChanges) : len(body)-1])
+	if err != nil {
+		return r, err
 	}
 	if j.Journal == nil || j.Base == nil || j.Seq == nil || j.Schema == nil {
 		return r, errors.New("it lacks journal, base, seq or schema")
@@ -226,12 +240,51 @@ func parseRecord(line []byte) (record, error) {
 	if *j.Journal != journalVersion {
 		return r, fmt.Errorf("journal version %d is not %d", *j.Journal, journalVersion)
 	}
-	r = record{base: *j.Base, seq: *j.Seq, schema: *j.Schema, ops: j.Changes,
+	r = record{base: *j.Base, seq: *j.Seq, schema: *j.Schema, ops: ops,
 		meta: Meta{Phase: j.Phase, Writer: j.Writer, BootID: j.BootID}}
 	if len(j.SavedAt) > 0 && r.meta.SavedAt.UnmarshalJSON(j.SavedAt) != nil {
 		return r, errors.New("its savedAt is not an RFC 3339 time")
 	}
 	return r, nil
+}
+
+// splitOps cuts a record's list of changes at its top-level commas. It
+// only tracks strings and nesting; each change is checked when it is
+// decoded.
+func splitOps(list []byte) ([][]byte, error) {
+	if len(list) == 0 {
+		return nil, nil
+	}
+	ops := make([][]byte, 0, 1)
+	depth, start, inString, escaped := 0, 0, false, false
+	for i, c := range list {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			if depth--; depth < 0 {
+				return nil, errors.New("its list of changes is not balanced")
+			}
+		case c == ',' && depth == 0:
+			ops = append(ops, list[start:i])
+			start = i + 1
+		}
+	}
+	if inString || depth != 0 {
+		return nil, errors.New("its list of changes is not balanced")
+	}
+	return append(ops, list[start:]), nil
 }
 
 // replayed is what replay found in a journal.
@@ -365,8 +418,9 @@ func (a *applier[K, V]) put(i int, line []byte) {
 		a.failed(i, line, err)
 		return
 	}
+	_, stored := a.r.snap.Entries[k]
 	a.r.snap.Entries[k] = v
-	a.log = a.r.ents.put(k, cur, a.log[:0])
+	a.log = a.r.ents.putKnown(k, cur, stored, a.log[:0])
 }
 
 // del removes the key of line, the entry the commit deleted.
@@ -453,4 +507,24 @@ func (a *applier[K, V]) failed(i int, line []byte, err error) {
 func isUnknownField(err error) bool {
 	_, unknown := unknownField(err)
 	return unknown
+}
+
+// putKnown is entries.put for a caller that knows whether k is stored:
+// replay holds the decoded map, which is exact, so a hit in the index needs
+// no decode of the line to confirm it (put's find decodes one key per
+// change, which would be a third of a replay's time).
+func (e *entries[K]) putKnown(k K, raw []byte, stored bool, log []undoStep[K]) []undoStep[K] {
+	if !stored {
+		i := int32(len(e.lines))
+		e.lines = append(e.lines, raw)
+		return append(log, undoStep[K]{kind: undoPop, key: k, inExact: e.insert(k, i)})
+	}
+	i, ok := e.exact[k] // a nil map holds nothing
+	if !ok {
+		// Stored and not in exact: inserted under its own hash.
+		i = e.index[e.hash(k)]
+	}
+	log = append(log, undoStep[K]{kind: undoRestore, i: i, raw: e.lines[i]})
+	e.lines[i] = raw
+	return log
 }

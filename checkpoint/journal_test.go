@@ -395,7 +395,7 @@ func nopFile(t *testing.T, path string) *checkpoint.File[podKey, alloc] {
 }
 
 // TestJournalCompaction: the commit that would grow the journal past a
-// quarter of the file (at least 32 KiB) writes the whole file instead and
+// fifth of the file (at least 32 KiB) writes the whole file instead and
 // removes the journal; what a restart serves is unchanged throughout.
 func TestJournalCompaction(t *testing.T) {
 	ctx := context.Background()

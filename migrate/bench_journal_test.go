@@ -155,7 +155,7 @@ func journalAtBound(b *testing.B, n int) (journaled, compacted string, ratio flo
 	}
 	for i := 0; ; i++ {
 		st := f.Journal()
-		bound := max(st.FileSize/4, 32<<10)
+		bound := max(st.FileSize/5, 32<<10) // checkpoint's journalBound
 		if st.Records > 0 && st.Bytes+2*st.Bytes/int64(st.Records) > bound {
 			ratio = float64(st.Bytes) / float64(st.FileSize)
 			break

@@ -54,7 +54,7 @@ func journalScenarios(
 	rm func(names ...string) pcRun,
 ) []powerScenario {
 	// Big values, so that a few records pass the journal's bound (a
-	// quarter of the file, at least 32 KiB) and a commit compacts.
+	// fifth of the file, at least 32 KiB) and a commit compacts.
 	b1, b2, b3 := strings.Repeat("b", 12000), strings.Repeat("c", 12000), strings.Repeat("d", 12000)
 	journal := []checkpoint.Option{checkpoint.WithJournal()}
 	absent := pcState{}
