@@ -95,9 +95,10 @@ func (f *File[K, V]) Path() string { return f.disk.path }
 // it was opened without WithBootID.
 func (f *File[K, V]) BootID() string { return f.c.bootID }
 
-// Size returns the size in bytes of the checkpoint as this File last read
-// it (Load, whether or not it could use what it read) or wrote it (Save,
-// Commit); 0 before either, when Load found no file, and after Quarantine.
+// Size returns the size in bytes of the checkpoint, its journal included,
+// as this File last read it (Load, whether or not it could use what it
+// read) or wrote it (Save, Commit); 0 before either, when Load found no
+// file, and after Quarantine.
 // It does not touch the disk and does not wait for a save in progress.
 func (f *File[K, V]) Size() int64 { return f.c.size.Load() }
 
@@ -106,7 +107,9 @@ func (f *File[K, V]) Size() int64 { return f.c.size.Load() }
 // It does not touch the disk; it waits for a save in progress.
 func (f *File[K, V]) Journal() JournalStatus { return f.c.journal() }
 
-// Load reads and checks the checkpoint and returns it.
+// Load reads and checks the checkpoint and returns it, with its journal,
+// if there is one, replayed over it (whether or not this File was opened
+// WithJournal; see the package documentation's Journal section).
 //
 // A missing file gives ErrNotExist (and an empty Snapshot). A file that is
 // not intact gives ErrCorrupt, one written by a newer binary ErrNewerSchema,
@@ -149,10 +152,13 @@ func (f *File[K, V]) Save(ctx context.Context, s Snapshot[K, V]) error {
 
 // Commit saves the checkpoint as it was last loaded or saved, with changes
 // applied in order; it writes the same file Save would, with the same
-// guarantees, but encodes only the changed entries. If the write fails,
-// neither the file nor what Commit applies to next changes. An entry that
-// cannot be written fails Commit with an *EncodeError whose Index is the
-// position of its change.
+// guarantees, but encodes only the changed entries. With WithJournal it
+// appends the changes to the journal instead and fsyncs it, and writes the
+// whole file only to compact the journal (see the package documentation's
+// Journal section). If the write fails, neither what is on disk (as far as
+// the write protocol can undo it) nor what Commit applies to next changes.
+// An entry that cannot be written fails Commit with an *EncodeError whose
+// Index is the position of its change.
 func (f *File[K, V]) Commit(ctx context.Context, m Meta, changes []Change[K, V]) error {
 	return f.c.commit(ctx, m, changes)
 }
