@@ -155,6 +155,8 @@ func (c *core[K, V]) loadLocked() (Snapshot[K, V], error) {
 	file := res.snap.Meta
 	if err == nil {
 		err = c.replayJournal(&res, int64(len(data)))
+	} else {
+		c.journalMeta(&res.snap.Meta)
 	}
 	if err != nil {
 		c.state, c.bad = stateBad, err

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -68,6 +69,39 @@ func (c *core[K, V]) replayJournal(res *decodeResult[K, V], fileSize int64) erro
 			zap.String("path", c.be.journalName()), zap.Int64("offset", rp.torn.Offset), zap.Int64("bytes", rp.torn.Bytes))
 	}
 	return nil
+}
+
+// journalMeta brings m, the Meta of a file whose entries Load could not
+// use (a newer schema, say), to what the last record of its journal says:
+// a caller that judges the checkpoint by its Meta (package migrate: was it
+// written by phase 3, in this boot?) must see the last commit, not the
+// last compaction. Only the records' headers are read, and only whole
+// records that follow the file, in order; anything else stops it.
+func (c *core[K, V]) journalMeta(m *Meta) {
+	data, err := c.be.readJournal()
+	if err != nil || m.Seq == 0 {
+		return
+	}
+	file := m.Seq
+	next := file + 1
+	for len(data) > 0 {
+		nl := bytes.IndexByte(data, '\n')
+		if nl < 0 {
+			return
+		}
+		rec, err := parseRecord(data[:nl])
+		data = data[nl+1:]
+		switch {
+		case err != nil:
+			return
+		case rec.base < file && next == file+1:
+			continue // stale
+		case rec.base != file || rec.seq != next:
+			return
+		}
+		m.Phase, m.Writer, m.BootID, m.SavedAt, m.Seq = rec.meta.Phase, rec.meta.Writer, rec.meta.BootID, rec.meta.SavedAt, rec.seq
+		next++
+	}
 }
 
 // persist makes the changes the commit applied to c.ents durable: by an

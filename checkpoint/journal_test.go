@@ -667,3 +667,35 @@ func TestJournalPathsAreLeftToTheirOwners(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int{"y": 2}, s.Entries)
 }
+
+// TestJournalMetaOfANewerFile: a binary that cannot read a newer file's
+// entries still gets, with ErrNewerSchema, the Meta of the checkpoint's
+// last commit, journal included, so that it can tell (as package migrate
+// must) that phase 3 wrote it last.
+//
+// Shown to fail by migratetest's "registry, journal, schema bumps" world
+// before journalMeta existed: a phase-1 binary of the older schema took a
+// checkpoint whose file said "expand" and whose journal said "contract" for
+// one that kept legacy current, and restored from the stale legacy.
+func TestJournalMetaOfANewerFile(t *testing.T) {
+	ctx := context.Background()
+	newer := checkpointtest.NewMemory[string, int](t, checkpoint.WithJournal(), checkpoint.WithSchema(2), checkpoint.WithUpgrade(1, func(k, v json.RawMessage) (json.RawMessage, json.RawMessage, error) { return k, v, nil }))
+	require.NoError(t, newer.Save(ctx, checkpoint.Snapshot[string, int]{Meta: checkpoint.Meta{Phase: "expand", Writer: "v2"}, Entries: map[string]int{"a": 1}}))
+	require.NoError(t, newer.Commit(ctx, checkpoint.Meta{Phase: "contract", Writer: "v2"}, []checkpoint.Change[string, int]{{Key: "b", Value: 2}}))
+	require.NoError(t, newer.Commit(ctx, checkpoint.Meta{Phase: "contract", Writer: "v2.1"}, []checkpoint.Change[string, int]{{Key: "c", Value: 3}}))
+
+	older := checkpointtest.Reopen(t, newer)
+	older, err := older.Reopen() // the same options: the newer binary reads it all
+	require.NoError(t, err)
+	s, err := older.Load(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), s.Meta.Seq)
+
+	old := checkpointtest.Reopen(t, newer, checkpoint.WithJournal()) // schema 1
+	s, err = old.Load(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
+	assert.Equal(t, "contract", s.Meta.Phase, "the last commit's phase, from the journal")
+	assert.Equal(t, "v2.1", s.Meta.Writer)
+	assert.Equal(t, uint64(3), s.Meta.Seq)
+	assert.Equal(t, 2, s.Meta.Schema, "the file's schema")
+}
