@@ -173,10 +173,11 @@
 //
 // # Security
 //
-// The checkpoint, its .prev copy and the lock file are created 0600 (see
-// WithFileMode), and a directory Open (or a save, after the directory was
-// removed) creates is 0700, because values may hold secrets. Reads and the
-// lock open their files with O_NOFOLLOW, temporary files are created with
+// The checkpoint, its .prev copy, its journal and the lock file are
+// created 0600 (see WithFileMode), and a directory Open (or a save, after
+// the directory was removed) creates is 0700, because values may hold
+// secrets. Reads, the lock and the journal's appends open their files with
+// O_NOFOLLOW, temporary files are created with
 // O_EXCL|O_NOFOLLOW, and saves replace the checkpoint by rename, which
 // replaces a symlink instead of following it: a symlink planted at any
 // name this package uses is reported or replaced, never followed. The

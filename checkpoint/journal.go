@@ -114,6 +114,8 @@ type TornJournalError struct {
 	Reason string // what was wrong with them
 }
 
+// Error says which journal, where, how much was discarded and why; never
+// the bytes.
 func (e *TornJournalError) Error() string {
 	return fmt.Sprintf("%v: %s: discarded %d bytes at offset %d (%s): a commit cut short by a crash, never acknowledged",
 		ErrTornJournal, e.Path, e.Bytes, e.Offset, e.Reason)

@@ -74,6 +74,9 @@ func TestJournalCommitAppends(t *testing.T) {
 	}
 	assert.Contains(t, lines[0], `{"delete":{"key":`, "a delete names the entry it deletes")
 	assert.NotContains(t, lines[0], `"absent"`, "a delete of a missing key is not recorded")
+	fi, err := os.Stat(path + ".journal")
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the journal is as private as the file")
 	st := f.Journal()
 	assert.True(t, st.Enabled)
 	assert.Equal(t, 2, st.Records)

@@ -17,7 +17,9 @@ import (
 // write; only the bytes stay in memory and there is no lock. Reopen and
 // Bytes let a test play a restart and look at what was saved; package
 // checkpointtest injects faults (failing or slow saves, a corrupt, torn or
-// newer-schema file, a file lost to a reboot) and counts saves.
+// newer-schema file, a file lost to a reboot) and counts saves. Opened
+// WithJournal (through Reopen), it keeps a journal as File does, which
+// checkpointtest.Journal and SetJournal read and replace.
 //
 // All methods are safe for concurrent use.
 type Memory[K comparable, V any] struct {

@@ -9,7 +9,7 @@
 // Every function acts on the in-memory file under m, which the handles
 // Reopen made from m (and m from another) share: a fault injected through
 // one handle is seen by all of them. A change to the file's bytes
-// (SetBytes, Remove, Corrupt, Tear, SetSchema) makes m, the handle it went
+// (SetBytes, Remove, Corrupt, Tear, SetSchema, SetJournal) makes m, the handle it went
 // through, read the file again before its next save, as a File would after
 // a failed Load, so that m refuses to overwrite a file it cannot read.
 //

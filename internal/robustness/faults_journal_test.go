@@ -118,3 +118,40 @@ func loadJournaled(t *testing.T, path string) map[string]string {
 	require.NoError(t, err)
 	return s.Entries
 }
+
+// TestJournalSymlinkIsNotFollowed plants a symlink at path+".journal",
+// pointing at a valid journal outside: Restore must refuse it (Load reads
+// the journal with O_NOFOLLOW) rather than replay it, and the target keeps
+// its bytes, as TestSymlinksAreNotFollowed does for the other names.
+//
+// How I checked that it has teeth: reading the journal with os.ReadFile
+// (following links) in disk.readJournal makes Restore succeed and serve
+// the outside journal's "stolen" entry.
+func TestJournalSymlinkIsNotFollowed(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	cp, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	require.NoError(t, cp.Save(ctx, checkpoint.Snapshot[string, string]{Meta: checkpoint.Meta{Phase: "contract"}, Entries: map[string]string{"a": "1"}}))
+	require.NoError(t, cp.Commit(ctx, checkpoint.Meta{Phase: "contract"}, []checkpoint.Change[string, string]{{Key: "stolen", Value: "x"}}))
+	require.NoError(t, cp.Close())
+	victim := filepath.Join(t.TempDir(), "victim")
+	require.NoError(t, os.Rename(path+".journal", victim))
+	want, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(victim, path+".journal"))
+
+	cp, err = checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	s, err := migrate.New(migrate.Config[string, string]{Phase: migrate.PhaseContract, Checkpoint: cp})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Restore(ctx)
+	require.Error(t, err, "Restore must refuse a symlinked journal")
+	assert.Contains(t, err.Error(), "refusing to follow a symlink")
+	assert.ErrorIs(t, s.Put(ctx, "b", "2"), migrate.ErrNotRestored)
+	got, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(got), "the symlink's target changed")
+}

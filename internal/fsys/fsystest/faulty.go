@@ -18,10 +18,10 @@ import (
 )
 
 // The operations a Faulty can fail. Create, Write, Fsync and Close are
-// calls on a temporary file or on a file OpenAppend opened; the path they match is the checkpoint's (the
-// target, found from the temporary name with fsys.TempOf), not the
-// temporary name. Lock matches TryLock and the Stale check of the lock it
-// returns.
+// calls on a temporary file or on a file OpenAppend opened; the path they
+// match is the checkpoint's for a temporary file (the target, found from
+// the temporary name with fsys.TempOf), the file's own for OpenAppend's.
+// Lock matches TryLock and the Stale check of the lock it returns.
 const (
 	OpMkdir    = "mkdir"
 	OpRead     = "read"
