@@ -49,6 +49,10 @@ type onDisk struct {
 	exists  bool
 	seq     uint64    // Seq of the file; it goes on from here even when there is none
 	savedAt time.Time // SavedAt of the file, which tells two saves of the same Seq apart
+	// journal is the length of the journal beside the file as the core
+	// left it (0: none), or -1 when the core does not know it exactly
+	// (after a failed write, or a Load that found a torn record).
+	journal int64
 }
 
 type fileState int
@@ -217,7 +221,7 @@ func (c *core[K, V]) mayWrite(ctx context.Context) error {
 func (c *core[K, V]) write(m Meta, lines [][]byte) error {
 	meta := c.nextMeta(m)
 	c.out = appendFile(c.out[:0], meta, lines)
-	if err := c.be.replace(c.out, c.last); err != nil {
+	if err := c.be.replace(c.out, c.onDisk()); err != nil {
 		// After a failed save, the file may be the new one (an undone
 		// rename that could not be undone): appending to a journal that
 		// follows the old one would lose the records.

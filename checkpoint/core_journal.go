@@ -116,7 +116,7 @@ func (c *core[K, V]) persist(m Meta) error {
 	if c.jlen+int64(len(c.rec)) > journalBound(c.fileSize) {
 		return c.write(m, c.ents.lines) // compaction
 	}
-	err := c.be.appendJournal(c.rec, c.jlen, c.last)
+	err := c.be.appendJournal(c.rec, c.jlen, c.onDisk())
 	if errors.Is(err, errRewrite) {
 		c.cfg.logger.Warn("the checkpoint or its journal is not as this File left it (removed?); this commit writes the whole checkpoint",
 			zap.String("path", c.be.name()))
@@ -142,6 +142,20 @@ func (c *core[K, V]) persist(m Meta) error {
 		c.rec = nil
 	}
 	return nil
+}
+
+// onDisk is c.last with the journal's length as the core knows it, for a
+// backend that checks, after its lock was lost and taken again, that
+// nobody else wrote the checkpoint meanwhile. The caller holds c.mu.
+func (c *core[K, V]) onDisk() onDisk {
+	last := c.last
+	switch {
+	case c.jdirty:
+		last.journal = -1
+	case c.jmay:
+		last.journal = c.jlen
+	}
+	return last
 }
 
 // appendable tells whether a commit may go to the journal: the option is

@@ -340,13 +340,30 @@ func (d *disk) sameFile(last onDisk) error {
 	}
 	p, perr := parse(data)
 	if perr == nil && last.exists && p.meta.Seq == last.seq && p.meta.SavedAt.Equal(last.savedAt) {
-		return nil
+		return d.sameJournal(last)
 	}
 	if perr != nil {
 		// perr's text never quotes the file (see corrupt).
 		return fmt.Errorf("%w: while this File's lock file was gone, another process wrote a file that is not a readable checkpoint (%w; this File last read or wrote seq %d)", errTakenOver, perr, last.seq)
 	}
 	return fmt.Errorf("%w: while this File's lock file was gone, another process wrote seq %d (this File last read or wrote seq %d)", errTakenOver, p.meta.Seq, last.seq)
+}
+
+// sameJournal returns an error wrapping errTakenOver unless the journal is
+// as long as last says this File left it: another File may have appended
+// to it, without touching the file, while this File's lock file was gone.
+func (d *disk) sameJournal(last onDisk) error {
+	if last.journal < 0 {
+		return nil // not known exactly: the next write rewrites the file
+	}
+	j, err := d.fs.ReadFile(d.journal)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return pathError("save: read", d.journal, err)
+	}
+	if int64(len(j)) != last.journal {
+		return fmt.Errorf("%w: while this File's lock file was gone, another process wrote the journal (%d bytes; this File left %d)", errTakenOver, len(j), last.journal)
+	}
+	return nil
 }
 
 // removeLeftovers removes the temporary files of saves of this checkpoint

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 
@@ -49,6 +50,12 @@ func (d *disk) appendJournal(rec []byte, at int64, last onDisk) error {
 		}
 		if size != at {
 			_ = f.Close()
+			// Cut short (by hand?): what this File holds in memory
+			// goes back to disk whole. Grown: records this File did
+			// not write, which a rewrite would lose.
+			if size > at {
+				return fmt.Errorf("%w: the journal holds %d bytes this File did not write", errTakenOver, size-at)
+			}
 			return errRewrite
 		}
 	}

@@ -702,3 +702,61 @@ func TestJournalMetaOfANewerFile(t *testing.T) {
 	assert.Equal(t, uint64(3), s.Meta.Seq)
 	assert.Equal(t, 2, s.Meta.Schema, "the file's schema")
 }
+
+// TestJournalAfterAnotherFileAppended: while this File's lock file was
+// gone, another File appended to the journal without touching the file.
+// This File's next commit must not append after records it never read,
+// nor rewrite the file over them: it refuses (ErrUnreadable) until a Load
+// has read them, as it does when another File replaced the file.
+//
+// Shown to fail: without disk.sameJournal (and appendJournal's "grown"
+// check), the commit rewrites the file and the other File's record is
+// lost ("what the other File wrote is kept").
+func TestJournalAfterAnotherFileAppended(t *testing.T) {
+	ctx := context.Background()
+	f, path := openFile(t, checkpoint.WithJournal())
+	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[podKey, alloc]{Entries: entriesN(2)}))
+	require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[podKey, alloc]{put(key("mine"), alloc{})}))
+	require.NoError(t, os.Remove(path+".lock"))
+
+	g, err := checkpoint.Open[podKey, alloc](ctx, path, checkpoint.WithJournal(), checkpoint.WithLockWait(0))
+	require.NoError(t, err, "the lock file is gone")
+	_, err = g.Load(ctx)
+	require.NoError(t, err)
+	require.NoError(t, g.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[podKey, alloc]{put(key("theirs"), alloc{})}))
+	require.NoError(t, g.Close())
+
+	err = f.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[podKey, alloc]{put(key("mine2"), alloc{})})
+	require.ErrorIs(t, err, checkpoint.ErrUnreadable)
+	s := loadWithJournal(t, path)
+	assert.Contains(t, s.Entries, key("theirs"), "what the other File wrote is kept")
+	assert.NotContains(t, s.Entries, key("mine2"))
+
+	s, err = f.Load(ctx)
+	require.NoError(t, err)
+	assert.Contains(t, s.Entries, key("theirs"))
+	require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[podKey, alloc]{put(key("mine2"), alloc{})}), "after a Load, commits work again")
+	s = loadWithJournal(t, path)
+	assert.Contains(t, s.Entries, key("theirs"))
+	assert.Contains(t, s.Entries, key("mine2"))
+}
+
+// loadWithJournal is loadPath with the journal copied too.
+func loadWithJournal(t *testing.T, path string) checkpoint.Snapshot[podKey, alloc] {
+	t.Helper()
+	dir := t.TempDir()
+	for _, suffix := range []string{"", ".journal"} {
+		data, err := os.ReadFile(path + suffix)
+		if suffix != "" && os.IsNotExist(err) {
+			continue
+		}
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "copy.json"+suffix), data, 0o600))
+	}
+	g, err := checkpoint.Open[podKey, alloc](context.Background(), filepath.Join(dir, "copy.json"))
+	require.NoError(t, err)
+	defer g.Close()
+	s, err := g.Load(context.Background())
+	require.NoError(t, err)
+	return s
+}
