@@ -709,36 +709,45 @@ func TestJournalMetaOfANewerFile(t *testing.T) {
 // nor rewrite the file over them: it refuses (ErrUnreadable) until a Load
 // has read them, as it does when another File replaced the file.
 //
-// Shown to fail: without disk.sameJournal (and appendJournal's "grown"
-// check), the commit rewrites the file and the other File's record is
-// lost ("what the other File wrote is kept").
+// Shown to fail: without disk.sameJournal, the save case loses the other
+// File's record ("An error is expected", then "what the other File wrote
+// is kept"); without appendJournal's "grown" check, so does the commit
+// case.
 func TestJournalAfterAnotherFileAppended(t *testing.T) {
 	ctx := context.Background()
-	f, path := openFile(t, checkpoint.WithJournal())
-	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[podKey, alloc]{Entries: entriesN(2)}))
-	require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[podKey, alloc]{put(key("mine"), alloc{})}))
-	require.NoError(t, os.Remove(path+".lock"))
+	for _, op := range []string{"commit", "save"} {
+		t.Run(op, func(t *testing.T) {
+			f, path := openFile(t, checkpoint.WithJournal())
+			require.NoError(t, f.Save(ctx, checkpoint.Snapshot[podKey, alloc]{Entries: entriesN(2)}))
+			require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[podKey, alloc]{put(key("mine"), alloc{})}))
+			require.NoError(t, os.Remove(path+".lock"))
 
-	g, err := checkpoint.Open[podKey, alloc](ctx, path, checkpoint.WithJournal(), checkpoint.WithLockWait(0))
-	require.NoError(t, err, "the lock file is gone")
-	_, err = g.Load(ctx)
-	require.NoError(t, err)
-	require.NoError(t, g.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[podKey, alloc]{put(key("theirs"), alloc{})}))
-	require.NoError(t, g.Close())
+			g, err := checkpoint.Open[podKey, alloc](ctx, path, checkpoint.WithJournal(), checkpoint.WithLockWait(0))
+			require.NoError(t, err, "the lock file is gone")
+			_, err = g.Load(ctx)
+			require.NoError(t, err)
+			require.NoError(t, g.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[podKey, alloc]{put(key("theirs"), alloc{})}))
+			require.NoError(t, g.Close())
 
-	err = f.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[podKey, alloc]{put(key("mine2"), alloc{})})
-	require.ErrorIs(t, err, checkpoint.ErrUnreadable)
-	s := loadWithJournal(t, path)
-	assert.Contains(t, s.Entries, key("theirs"), "what the other File wrote is kept")
-	assert.NotContains(t, s.Entries, key("mine2"))
+			if op == "commit" {
+				err = f.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[podKey, alloc]{put(key("mine2"), alloc{})})
+			} else {
+				err = f.Save(ctx, checkpoint.Snapshot[podKey, alloc]{Entries: map[podKey]alloc{key("mine2"): {}}})
+			}
+			require.ErrorIs(t, err, checkpoint.ErrUnreadable)
+			s := loadWithJournal(t, path)
+			assert.Contains(t, s.Entries, key("theirs"), "what the other File wrote is kept")
+			assert.NotContains(t, s.Entries, key("mine2"))
 
-	s, err = f.Load(ctx)
-	require.NoError(t, err)
-	assert.Contains(t, s.Entries, key("theirs"))
-	require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[podKey, alloc]{put(key("mine2"), alloc{})}), "after a Load, commits work again")
-	s = loadWithJournal(t, path)
-	assert.Contains(t, s.Entries, key("theirs"))
-	assert.Contains(t, s.Entries, key("mine2"))
+			s, err = f.Load(ctx)
+			require.NoError(t, err)
+			assert.Contains(t, s.Entries, key("theirs"))
+			require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[podKey, alloc]{put(key("mine2"), alloc{})}), "after a Load, commits work again")
+			s = loadWithJournal(t, path)
+			assert.Contains(t, s.Entries, key("theirs"))
+			assert.Contains(t, s.Entries, key("mine2"))
+		})
+	}
 }
 
 // loadWithJournal is loadPath with the journal copied too.
