@@ -709,10 +709,10 @@ func TestJournalMetaOfANewerFile(t *testing.T) {
 // nor rewrite the file over them: it refuses (ErrUnreadable) until a Load
 // has read them, as it does when another File replaced the file.
 //
-// Shown to fail: without disk.sameJournal, the save case loses the other
-// File's record ("An error is expected", then "what the other File wrote
-// is kept"); without appendJournal's "grown" check, so does the commit
-// case.
+// Shown to fail: without disk.sameJournal, the save case fails (the other
+// File's record is lost). The commit case is caught by sameJournal and,
+// on its own, by appendJournal's check that the journal did not grow
+// (which also covers a writer that takes no lock at all).
 func TestJournalAfterAnotherFileAppended(t *testing.T) {
 	ctx := context.Background()
 	for _, op := range []string{"commit", "save"} {
