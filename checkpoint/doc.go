@@ -154,7 +154,8 @@
 //     fsynced, as Open does), takes the lock at the path again and logs it,
 //     or fails with ErrLocked if another File took it meanwhile; and it
 //     refuses (ErrUnreadable) to replace a checkpoint another File wrote
-//     meanwhile until a Load has read it.
+//     meanwhile (or to append to, or fold away, a journal another File
+//     appended to) until a Load has read it.
 //   - Schema evolution. Entries written with an older schema are brought
 //     to the current one by the WithUpgrade functions, in order; a gap in
 //     the chain is an error at Open, not a surprise at Load. A file with a
