@@ -53,16 +53,21 @@ func (k Key) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON keeps data, compacted, as the key.
 func (k *Key) UnmarshalJSON(data []byte) error {
-	var b bytes.Buffer
-	if err := json.Compact(&b, data); err != nil {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return errors.New("the key is empty: give it as JSON")
+	}
+	// Unmarshal, unlike Compact, reports where the JSON goes wrong.
+	var raw json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return fmt.Errorf("the key is not valid JSON (at byte %d)", se.Offset)
+			return fmt.Errorf("the key is not valid JSON (it goes wrong at byte %d)", se.Offset)
 		}
 		return errors.New("the key is not valid JSON")
 	}
-	if b.Len() == 0 {
-		return errors.New("the key is empty: give it as JSON")
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return errors.New("the key is not valid JSON")
 	}
 	*k = Key(b.String())
 	return nil
