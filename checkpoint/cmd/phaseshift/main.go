@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	v := verbs[name]
 	if v == nil {
-		fmt.Fprintf(stderr, "phaseshift: unknown verb %q: run phaseshift --help for the list\n", name)
+		fmt.Fprintf(stderr, "phaseshift: unknown verb %q: run phaseshift --help for the list\nusage: phaseshift VERB [flags] ARGS\n", name)
 		return exitUsage
 	}
 	o, pos, err := parseFlags(name, v, args[1:])
