@@ -64,7 +64,9 @@ const (
 
 func k(i int) key { return key{Network: "aws-cni", ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0"} }
 
-func v(i int) value { return value{IP: fmt.Sprintf("10.0.0.%d", i), Token: fmt.Sprintf("%s%d", secret, i)} }
+func v(i int) value {
+	return value{IP: fmt.Sprintf("10.0.0.%d", i), Token: fmt.Sprintf("%s%d", secret, i)}
+}
 
 // entries returns the state with entries 0..n-1.
 func entries(n int) map[key]value {
