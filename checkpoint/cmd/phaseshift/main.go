@@ -147,8 +147,9 @@ func usage() string {
 		fmt.Fprintf(&b, "  %-13s %s\n", n, verbs[n].summary)
 	}
 	b.WriteString(`
-Every verb takes --json for machine-readable output and --help for its
-flags and examples. Keys are given as JSON: '"c1"' for a string key,
+Every verb takes --json for machine-readable output (stdout then holds
+only JSON; errors go to stderr as text) and --help for its flags and
+examples. Keys are given as JSON: '"c1"' for a string key,
 '{"network":"n1","containerID":"c1","ifName":"eth0"}' for a struct key.
 
 exit status:

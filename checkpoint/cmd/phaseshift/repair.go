@@ -36,6 +36,9 @@ type repaired struct {
 // its directory does not exist, and with exit 7, naming the holder, when
 // a process holds the lock beyond wait.
 func lock(ctx context.Context, path string, wait time.Duration) (rawfile.Locked, error) {
+	if wait < 0 {
+		return nil, usageError("--lock-wait %v is negative: give how long to wait, e.g. 5s, or 0 to try once", wait)
+	}
 	if _, err := os.Stat(filepath.Dir(path)); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fail(exitMissing, "there is no checkpoint at %s: its directory does not exist", path)

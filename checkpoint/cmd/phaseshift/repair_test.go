@@ -271,3 +271,19 @@ func TestResealCompactsAnEditedLine(t *testing.T) {
 	assert.Contains(t, string(readBytes(t, path)), `"value":{"ip":"10.0.0.77","token":"`+secret+`1"}}`)
 	assert.Equal(t, "10.0.0.77", mustLoad(t, path).Entries[k(1)].IP)
 }
+
+// A repair whose write fails exits 8, says which step, and leaves the file
+// as it was. (Here .prev is a directory, so the save cannot keep the
+// replaced file as .prev; root ignores permissions, which rules them out.)
+func TestRepairFailureExits8(t *testing.T) {
+	path := save(t, t.TempDir(), entries(3))
+	before := readBytes(t, path)
+	require.NoError(t, os.MkdirAll(filepath.Join(path+".prev", "x"), 0o700))
+
+	r := run(t, "delete", path, k2)
+	assert.Equal(t, 8, r.code, r.stdout)
+	assert.Contains(t, r.stderr, "deleting the entry, the file is unchanged")
+	assert.Contains(t, r.stderr, "keep previous")
+	assert.Equal(t, before, readBytes(t, path))
+	assert.Equal(t, entries(3), mustLoad(t, path).Entries)
+}

@@ -23,6 +23,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"verify", "--frob", "/x"}, "flag provided but not defined: -frob"},
 		{"flag of another verb", []string{"verify", "--lock-wait", "1s", "/x"}, "flag provided but not defined: -lock-wait"},
 		{"bad flag value", []string{"delete", "--lock-wait", "soon", "/x", `"k"`}, "invalid value \"soon\" for flag -lock-wait"},
+		{"negative lock wait", []string{"restore-prev", "--lock-wait", "-1s", "/x"}, "--lock-wait -1s is negative"},
 		{"bad key", []string{"delete", "/x", `{"a":`}, "KEY: the key is not valid JSON"},
 		{"reseal without the flag", []string{"reseal", "/x"}, "--i-edited-this-file-by-hand"},
 	}
