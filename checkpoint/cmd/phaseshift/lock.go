@@ -60,20 +60,23 @@ func lockState(path string) lockInfo {
 		return l
 	}
 	defer f.Close()
-	held, pid, err := flockHolder(f, uint64(unix.Major(st.Dev)), uint64(unix.Minor(st.Dev)), st.Ino)
+	held, pid, byInode, err := flockHolder(f, uint64(unix.Major(st.Dev)), uint64(unix.Minor(st.Dev)), st.Ino, otherDevice(path))
 	if err != nil {
 		l.Note = "cannot tell whether it is held: reading /proc/locks: " + err.Error()
 		return l
 	}
 	l.Held = &held
+	if byInode {
+		l.Note = "found in /proc/locks by inode number alone (the kernel names another device for the file, as on btrfs or overlayfs)"
+	}
 	switch {
 	case held && pid > 0:
 		l.PID = pid
 	case held && l.RecordedPID > 0:
 		l.PID = l.RecordedPID
-		l.Note = "the holder is not visible in this PID namespace; its PID is the one the lock file records"
+		l.Note = joinNote(l.Note, "the holder is not visible in this PID namespace; its PID is the one the lock file records")
 	case held:
-		l.Note = "the holder is not visible in this PID namespace and the lock file records no PID"
+		l.Note = joinNote(l.Note, "the holder is not visible in this PID namespace and the lock file records no PID")
 	}
 	if l.PID > 0 {
 		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", l.PID)); err == nil {
@@ -93,8 +96,13 @@ func lockState(path string) lockInfo {
 //
 // (the second is a process waiting for the lock, not holding it), with
 // the device in hex and the inode in decimal (fs/locks.c, lock_get_status).
-func flockHolder(r io.Reader, major, minor, ino uint64) (held bool, pid int, err error) {
+// The kernel names the device of the inode's super block, which on some
+// file systems (btrfs subvolumes, overlayfs) is not the device stat
+// reports; there (byInodeOK), when no line matches both, a single flock on
+// the same inode number is taken as the holder, and byInode says so.
+func flockHolder(r io.Reader, major, minor, ino uint64, byInodeOK bool) (held bool, pid int, byInode bool, err error) {
 	sc := bufio.NewScanner(r)
+	sameInode, inodePID := 0, 0
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		if len(f) < 6 || f[1] != "FLOCK" {
@@ -107,13 +115,19 @@ func flockHolder(r io.Reader, major, minor, ino uint64) (held bool, pid int, err
 		maj, err1 := strconv.ParseUint(id[0], 16, 64)
 		mnr, err2 := strconv.ParseUint(id[1], 16, 64)
 		n, err3 := strconv.ParseUint(id[2], 10, 64)
-		if err1 != nil || err2 != nil || err3 != nil || maj != major || mnr != minor || n != ino {
+		if err1 != nil || err2 != nil || err3 != nil || n != ino {
 			continue
 		}
 		p, _ := strconv.Atoi(f[4])
-		return true, max(p, 0), nil
+		if maj == major && mnr == minor {
+			return true, max(p, 0), false, nil
+		}
+		sameInode, inodePID = sameInode+1, max(p, 0)
 	}
-	return false, 0, sc.Err()
+	if byInodeOK && sameInode == 1 {
+		return true, inodePID, true, sc.Err()
+	}
+	return false, 0, false, sc.Err()
 }
 
 // String describes the lock in one line.
@@ -141,4 +155,21 @@ func (l lockInfo) String() string {
 		s += "; " + l.Note
 	}
 	return s
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// otherDevice reports whether path is on a file system whose locks
+// /proc/locks may list under another device than stat reports.
+func otherDevice(path string) bool {
+	var fs unix.Statfs_t
+	if unix.Statfs(path, &fs) != nil {
+		return false
+	}
+	return fs.Type == unix.BTRFS_SUPER_MAGIC || fs.Type == unix.OVERLAYFS_SUPER_MAGIC
 }

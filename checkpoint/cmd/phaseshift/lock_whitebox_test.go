@@ -20,22 +20,34 @@ func TestFlockHolder(t *testing.T) {
 6: -> FLOCK  ADVISORY  WRITE 700 fe:00:42 0 EOF
 garbage
 `
-	held, pid, err := flockHolder(strings.NewReader(locks), 0xfe, 0, 42)
+	held, pid, byInode, err := flockHolder(strings.NewReader(locks), 0xfe, 0, 42, true)
 	require.NoError(t, err)
 	assert.True(t, held)
+	assert.False(t, byInode)
 	assert.Equal(t, 600, pid)
 
-	held, _, err = flockHolder(strings.NewReader(locks), 0xfe, 0, 43)
+	held, _, _, err = flockHolder(strings.NewReader(locks), 0xfe, 0, 43, true)
 	require.NoError(t, err)
 	assert.False(t, held)
 
-	held, _, _ = flockHolder(strings.NewReader("6: -> FLOCK  ADVISORY  WRITE 700 fe:00:42 0 EOF\n"), 0xfe, 0, 42)
+	held, _, _, _ = flockHolder(strings.NewReader("6: -> FLOCK  ADVISORY  WRITE 700 fe:00:42 0 EOF\n"), 0xfe, 0, 42, true)
 	assert.False(t, held, "a waiter does not hold the lock")
 
 	// A holder in another PID namespace is shown as 0.
-	held, pid, _ = flockHolder(strings.NewReader("1: FLOCK  ADVISORY  WRITE 0 fe:00:42 0 EOF\n"), 0xfe, 0, 42)
+	held, pid, _, _ = flockHolder(strings.NewReader("1: FLOCK  ADVISORY  WRITE 0 fe:00:42 0 EOF\n"), 0xfe, 0, 42, true)
 	assert.True(t, held)
 	assert.Equal(t, 0, pid)
+
+	// Another device, the same inode (btrfs, overlayfs): held if it is the
+	// only such flock, unknown-as-not-held if several could be it.
+	held, pid, byInode, _ = flockHolder(strings.NewReader("1: FLOCK  ADVISORY  WRITE 55 00:2a:42 0 EOF\n"), 0xfe, 0, 42, true)
+	assert.True(t, held)
+	assert.True(t, byInode)
+	assert.Equal(t, 55, pid)
+	held, _, _, _ = flockHolder(strings.NewReader("1: FLOCK  ADVISORY  WRITE 55 00:2a:42 0 EOF\n"), 0xfe, 0, 42, false)
+	assert.False(t, held, "by inode alone only where the file system needs it")
+	held, _, _, _ = flockHolder(strings.NewReader("1: FLOCK  ADVISORY  WRITE 55 00:2a:42 0 EOF\n2: FLOCK  ADVISORY  WRITE 56 00:2b:42 0 EOF\n"), 0xfe, 0, 42, true)
+	assert.False(t, held)
 }
 
 func TestLockInfoString(t *testing.T) {

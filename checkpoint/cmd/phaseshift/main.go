@@ -37,10 +37,14 @@
 //   - Keys are matched by their JSON text (compacted), and failing that by
 //     their JSON value, so '{"b":1,"a":2}' finds the key the file writes as
 //     {"a":2,"b":1}. diff matches keys by text alone.
-//   - Whether a process holds the lock comes from /proc/locks (Linux); where
-//     that cannot be read, inspect says the holder is unknown rather than
-//     guess. The PID written into the lock file names its last holder, who
-//     may have exited.
+//   - Whether a process holds the lock comes from /proc/locks (Linux),
+//     matched by the lock file's device and inode (on btrfs and overlayfs,
+//     whose locks the kernel may list under another device, by inode alone,
+//     and inspect says so); where /proc/locks cannot be read, inspect says
+//     the holder is unknown rather than guess. It never tries the lock
+//     itself: a daemon starting at that instant could fail to get it. The
+//     PID written into the lock file names its last holder, who may have
+//     exited.
 //   - delete and restore-prev and reseal keep the phase, writer and boot ID
 //     of the file they write from, and give it a seq above every seq they
 //     saw, so that nothing takes the repaired file for an older one.
