@@ -43,7 +43,8 @@ func namesOf(path string) rawfile.Names {
 
 // primed is a backend whose next read returns bytes already read, so that
 // the header a caller looked at and the entries the core decodes come from
-// one version of the file.
+// one version of the file. It is used by one goroutine at a time (the
+// command's), like everything in this file but the core's own methods.
 type primed struct {
 	backend
 	data  []byte

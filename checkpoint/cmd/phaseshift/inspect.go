@@ -136,7 +136,7 @@ func printInspect(w io.Writer, out *inspectJSON) {
 		fmt.Fprintf(w, "  entries:   %d\n  size:      %d bytes\n", out.Entries, out.Size)
 	}
 	fmt.Fprintf(w, "  checksum:  %s\n", out.Checksum)
-	fmt.Fprintf(w, "  lock:      %s (%s)\n", out.Lock, out.Lock.Path)
+	fmt.Fprintf(w, "  lock:      %s\n  lock file: %s\n", out.Lock, out.Lock.Path)
 	if out.Prev == nil {
 		fmt.Fprintf(w, "  .prev:     none\n")
 	} else {
