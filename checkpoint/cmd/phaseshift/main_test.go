@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,29 +20,28 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/internal/testbin"
 )
 
 // The tests run the built command, as an operator does, against files that
 // checkpoint.File wrote with real Go types, and read what the repairs
 // wrote back with checkpoint.File.
 
-var bin string // the built command
+var (
+	binDir    string // testbin.Run's
+	buildOnce sync.Once
+	bin       string // the built command
+	buildErr  error
+)
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "phaseshift-cmd")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin = filepath.Join(dir, "phaseshift")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the command: %v\n%s", err, out)
-		_ = os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+func TestMain(m *testing.M) { os.Exit(testbin.Run(m, "phaseshift-cmd", &binDir)) }
+
+// command builds the command once, on first use, and returns its path.
+func command(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() { bin, buildErr = testbin.Build(binDir, "phaseshift", ".", nil, nil) })
+	require.NoError(t, buildErr)
+	return bin
 }
 
 // The Go types the daemon of these tests writes: an IPAM key and a value
@@ -88,7 +88,7 @@ func run(t *testing.T, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd := exec.CommandContext(ctx, command(t), args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	r := result{}
