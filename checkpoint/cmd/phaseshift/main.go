@@ -161,7 +161,7 @@ exit status:
   1  no such key (get, delete), or the files differ (diff)
   2  usage: a missing or bad argument or flag
   3  missing: no checkpoint at the path
-  4  corrupt: checksum mismatch, truncated, or not a checkpoint
+  4  corrupt: checksum mismatch, truncated, a key twice, not a checkpoint
   5  newer: a newer file format, or a schema above --schema
   6  unreadable: permissions, a directory, a symlink, an I/O error
   7  locked: a daemon holds the checkpoint's lock (repairs only)
