@@ -149,6 +149,8 @@
 //   - Load returns the schema the file was written with in Meta.Schema
 //     even when it upgraded the entries.
 //   - .prev is never used automatically: it lacks the last write, so using
-//     it silently would lose acknowledged state. Restore it by hand
-//     (cp path.prev path) when that is the lesser evil.
+//     it silently would lose acknowledged state. Restore it by hand when
+//     that is the lesser evil, with the phaseshift command
+//     (checkpoint/cmd/phaseshift: phaseshift restore-prev path), which takes
+//     the lock and keeps the replaced file, rather than cp.
 package checkpoint
