@@ -230,9 +230,11 @@
 //   - Load returns the schema the file was written with in Meta.Schema
 //     even when it upgraded the entries.
 //   - .prev is never used automatically: it lacks the last write, so using
-//     it silently would lose acknowledged state. Restore it by hand
-//     (cp path.prev path) when that is the lesser evil; with a journal,
-//     move path.journal aside too, or Load reports the journal as
-//     following another file (ErrCorrupt). Under WithJournal .prev is the
-//     file before the last compaction, and lacks every commit since.
+//     it silently would lose acknowledged state. Restore it by hand when
+//     that is the lesser evil, with the phaseshift command
+//     (checkpoint/cmd/phaseshift: phaseshift restore-prev path), which takes
+//     the lock, keeps the replaced file and its journal, and moves the
+//     journal aside, rather than cp (a journal left beside an older file
+//     is reported as corruption). Under WithJournal .prev is the file
+//     before the last compaction, and lacks every commit since.
 package checkpoint
