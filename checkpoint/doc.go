@@ -47,10 +47,10 @@
 // instead of reading it without its journal. Load's Meta is the last
 // line's (Phase, Writer, BootID, Seq, SavedAt), with the file's Format and
 // Schema. The journal is folded into the file (compacted) by Save, by the
-// first commit after a Load that found anything but whole records that
-// follow the file, after a schema change, after a failed write, and by the
-// commit that would grow it past a fifth of the file's size (at least
-// 32 KiB).
+// first commit over a file written without the journal (format 1), after
+// a Load that found anything but whole records that follow the file, after
+// a schema change or a failed write, and by the commit that would grow it
+// past a fifth of the file's size (at least 32 KiB).
 //
 // # Keys
 //
