@@ -821,3 +821,24 @@ func TestJournalFixtureLoadsForever(t *testing.T) {
 	assert.Equal(t, uint64(3), s.Meta.Seq)
 	assert.Equal(t, 2, f.Journal().Records)
 }
+
+// TestJournalStartsWithARewrite: turning WithJournal on over a file written
+// without it (format 1, which an older phaseshift would read without the
+// journal) makes the first commit rewrite the file as format 2; only the
+// commits after it append.
+func TestJournalStartsWithARewrite(t *testing.T) {
+	ctx := context.Background()
+	f, path := openFile(t)
+	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[podKey, alloc]{Entries: entriesN(2)}))
+	g, s, err := reopen(t, f, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	require.Equal(t, 1, s.Meta.Format)
+	require.NoError(t, g.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[podKey, alloc]{del(key("c000"))}))
+	_, err = os.Stat(path + ".journal")
+	require.ErrorIs(t, err, os.ErrNotExist, "the first commit rewrote the file")
+	assert.Equal(t, 2, loadPath(t, path).Meta.Format)
+	require.NoError(t, g.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[podKey, alloc]{del(key("c001"))}))
+	_, err = os.Stat(path + ".journal")
+	require.NoError(t, err, "the next one appended")
+	assert.Empty(t, loadWithJournal(t, path).Entries)
+}
