@@ -230,9 +230,12 @@
 //   - Load returns the schema the file was written with in Meta.Schema
 //     even when it upgraded the entries.
 //   - .prev is never used automatically: it lacks the last write, so using
-//     it silently would lose acknowledged state. Restore it by hand
-//     (cp path.prev path) when that is the lesser evil; with a journal,
-//     move path.journal aside too, or Load reports the journal as
-//     following another file (ErrCorrupt). Under WithJournal .prev is the
-//     file before the last compaction, and lacks every commit since.
+//     it silently would lose acknowledged state. Restore it by hand when
+//     that is the lesser evil, with the phaseshift command
+//     (checkpoint/cmd/phaseshift: phaseshift restore-prev path), which takes
+//     the lock and keeps the replaced file, rather than cp. Under
+//     WithJournal .prev is the file before the last compaction, and lacks
+//     every commit since; restore-prev gives it a Seq above the journal's,
+//     so that the journal's records are skipped, where a cp would leave a
+//     journal that follows another file (ErrCorrupt).
 package checkpoint

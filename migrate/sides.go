@@ -25,10 +25,6 @@ type ckptView[K comparable, V any] struct {
 	bootOld bool            // written in an earlier boot: discarded
 }
 
-// contract reports whether phase 3 wrote the checkpoint last: it did not
-// write legacy.
-func (c *ckptView[K, V]) contract() bool { return c.meta.Phase == PhaseContract.String() }
-
 // legacyView is what restore learned of legacy.
 type legacyView[K comparable, V any] struct {
 	entries  map[K]V

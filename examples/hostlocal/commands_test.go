@@ -132,11 +132,9 @@ func TestGC(t *testing.T) {
 				require.NoError(t, os.WriteFile(filepath.Join(dir, "10.22.0.200"), []byte("old-kept"), 0o600))
 				require.NoError(t, os.WriteFile(filepath.Join(dir, "10.22.0.201"), []byte("old-gone"), 0o600))
 			}
-			var live []string
 			for _, id := range []string{"keep1", "keep2", "gone1", "gone2"} {
 				_, err := n.delegateAdd(ps(phase), id) // no libcni cache: only GC releases them
 				require.NoError(t, err)
-				live = append(live, id)
 			}
 			gc := func(stdin map[string]any) error {
 				var conf map[string]any

@@ -4,14 +4,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/phaseshift/phaseshift/internal/testbin"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
 // The tests exec two real plugin binaries, as a runtime does: this plugin,
@@ -28,23 +27,7 @@ var binDir string
 
 // TestMain removes the binaries after the tests and fails the package if a
 // test leaves a goroutine behind.
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "phaseshift-hostlocal-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: goroutines left running after the tests: %v\n", err)
-			code = 1
-		}
-	}
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testbin.Run(m, "phaseshift-hostlocal-bin", &binDir)) }
 
 var (
 	buildOnce sync.Once
@@ -72,10 +55,8 @@ func buildPlugins() error {
 	// tests are: the tests exec the plugin hundreds of times, and a race
 	// binary's start alone costs more than an exec; TestInProcess runs
 	// the plugin's code in the test binary instead, under -race with it.
-	cmd := exec.Command(goTool, "build", "-buildvcs=false", "-o", filepath.Join(binDir, ourPlugin), ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %v\n%s", ourPlugin, err, out)
+	if _, err := testbin.Build(binDir, ourPlugin, ".", nil, []string{"CGO_ENABLED=0"}); err != nil {
+		return err
 	}
 	v, err := pluginsVersion()
 	if err != nil {
@@ -84,7 +65,7 @@ func buildPlugins() error {
 	// go install pkg@version builds host-local in its own module, with the
 	// plugins module's go.mod and go.sum, so this module need not require
 	// host-local's dependencies (netlink, iptables, ...) to test against it.
-	cmd = exec.Command(goTool, "install", pluginsPath+"/plugins/ipam/host-local@"+v)
+	cmd := exec.Command(goTool, "install", pluginsPath+"/plugins/ipam/host-local@"+v)
 	cmd.Dir = binDir
 	cmd.Env = append(os.Environ(), "GOBIN="+binDir, "GOWORK=off", "CGO_ENABLED=0", "GOFLAGS="+withoutModFlag(os.Getenv("GOFLAGS")))
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -198,11 +198,6 @@ func (n *node) delegateAdd(r runner, id string) (netip.Addr, error) {
 	return firstAddr(res)
 }
 
-func (n *node) delegateDel(r runner, id string) error {
-	n.delegateEnv(id)
-	return invoke.DelegateDel(ctxFor(n.tb), r.plugin, n.ipamConf(r), nil)
-}
-
 func (n *node) delegateCheck(r runner, id string) error {
 	n.delegateEnv(id)
 	return invoke.DelegateCheck(ctxFor(n.tb), r.plugin, n.ipamConf(r), nil)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/phaseshift/phaseshift/migrate"
@@ -136,7 +137,7 @@ func b2f(b bool) float64 {
 // /metrics.
 func metricsHandler(stats func() migrate.Stats) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newStatsCollector(stats), prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	reg.MustRegister(newStatsCollector(stats), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	return mux

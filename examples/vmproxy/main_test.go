@@ -16,34 +16,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phaseshift/phaseshift/internal/testbin"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
 // binDir holds the vmproxy binary the functional tests run; TestMain owns
 // it.
 var binDir string
 
-// TestMain checks for leaked goroutines after every test, the way
-// goleak.VerifyTestMain does, but with room to remove the binary first
-// (VerifyTestMain exits the process itself).
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "vmproxy-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: goroutines left running after the tests: %v\n", err)
-			code = 1
-		}
-	}
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+// TestMain checks for leaked goroutines after every test and removes the
+// binary.
+func TestMain(m *testing.M) { os.Exit(testbin.Run(m, "vmproxy-bin", &binDir)) }
 
 var (
 	buildOnce sync.Once
@@ -57,22 +40,11 @@ var (
 func binary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			buildErr = fmt.Errorf("building the binary under test needs the go command on PATH: %w", err)
-			return
-		}
-		out := filepath.Join(binDir, "vmproxy")
-		args := []string{"build", "-buildvcs=false", "-o", out}
+		var args []string
 		if raceEnabled {
 			args = append(args, "-race")
 		}
-		cmd := exec.Command(goTool, append(args, ".")...)
-		if b, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, b)
-			return
-		}
-		binPath = out
+		binPath, buildErr = testbin.Build(binDir, "vmproxy", ".", args, nil)
 	})
 	require.NoError(t, buildErr)
 	return binPath

@@ -31,8 +31,6 @@ type alloc struct {
 
 var byContainer = testcni.ByContainer
 
-type ipamFactory = migratetest.Factory[ipamKey, alloc]
-
 func ipamConfig() migratetest.Config[ipamKey, alloc] {
 	return migratetest.Config[ipamKey, alloc]{
 		New: func(p migrate.Phase, legacy source.Reader[ipamKey, alloc], cp migrate.Checkpoint[ipamKey, alloc]) (migrate.Config[ipamKey, alloc], error) {

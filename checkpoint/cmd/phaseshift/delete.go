@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
+)
+
+func init() {
+	verbs["delete"] = &verb{
+		summary: "remove one entry (a leaked one) from a checkpoint, durably",
+		args:    "PATH KEY",
+		about: `delete removes the entry of KEY (as JSON, see phaseshift get --help) from
+PATH, under the checkpoint's lock, durably. It keeps the file it replaces as
+a quarantined copy (PATH.corrupt-<time>) and, as every save does, as
+PATH.prev; every other entry is written as it was. The file must be intact
+(see restore-prev and reseal for one that is not). It exits 1, changing
+nothing, if there is no such key, and 7 if a daemon holds the lock longer
+than --lock-wait: stop the daemon first, since it would not see the change
+and would write the entry back at its next save.`,
+		examples: []string{
+			"phaseshift delete /var/run/ipamd/state.json '{\"network\":\"aws-cni\",\"containerID\":\"c1\",\"ifName\":\"eth0\"}'",
+			"phaseshift delete --lock-wait 30s /var/run/vmproxy/state.json '\"vm-17\"'",
+		},
+		flags: []string{"lock-wait"},
+		run:   runDelete,
+	}
+}
+
+func runDelete(ctx context.Context, e *env, o *options, args []string) (err error) {
+	if err := wantArgs(args, "PATH", "KEY"); err != nil {
+		return err
+	}
+	key, err := parseKey(args[1])
+	if err != nil {
+		return err
+	}
+	l, err := lock(ctx, args[0], o.lockWait)
+	if err != nil {
+		return err
+	}
+	defer closeLocked(l, &err)
+	j := judge(l.Read(ctx, rawfile.Options{}), 0)
+	if j.verdict != verdictIntact {
+		return j.failure()
+	}
+	i, err := findKey(j.Entries, key)
+	if err != nil {
+		return err
+	}
+	if i < 0 {
+		return noSuchKey(j.Path, key)
+	}
+	r := &repaired{Path: j.Path, Action: "delete", Key: j.Entries[i].Key, Replaced: j.verdict}
+	if r.Kept, err = l.KeepCopy(ctx); err != nil {
+		return fail(exitFailed, "keeping a copy of the file before the change, nothing changed: %v", err)
+	}
+	if err := l.Delete(ctx, j.Header, r.Key); err != nil {
+		return fail(exitFailed, "deleting the entry, the file is unchanged: %v", err)
+	}
+	if err := check(ctx, l, r); err != nil {
+		return err
+	}
+	return printRepaired(e, r, fmt.Sprintf("deleted the entry of key %s from %s (now seq %d, %d entries)", r.Key, r.Path, r.Header.Seq, r.Entries))
+}

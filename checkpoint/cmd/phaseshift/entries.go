@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"reflect"
+
+	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
+)
+
+func init() {
+	verbs["list"] = &verb{
+		summary: "print every entry as a JSON line {\"key\":...,\"value\":...}",
+		args:    "PATH",
+		about: `list prints the entries a daemon would restore from PATH, one JSON object
+{"key":...,"value":...} per line, in the file's order, for jq. The output
+holds the values: treat it as you treat the file. A file that is not intact
+prints nothing and exits with its verdict; with --ignore-checksum, a
+hand-edited file (checksum mismatch) is read as if its checksum held. When
+some entries cannot be read (a key twice), list prints the others and exits 4.`,
+		examples: []string{
+			"phaseshift list /var/run/ipamd/state.json | jq -c .key",
+			"phaseshift list /var/run/ipamd/state.json | jq -c 'select(.value.ip == \"10.0.0.7\")'",
+			"phaseshift list --ignore-checksum /var/run/ipamd/state.json | wc -l",
+		},
+		flags: []string{"ignore-checksum"},
+		run:   runList,
+	}
+	verbs["get"] = &verb{
+		summary: "print one entry as a JSON line; KEY is JSON",
+		args:    "PATH KEY",
+		about: `get prints the entry of KEY in PATH as one JSON line {"key":...,"value":...}.
+KEY is the key's JSON, as list prints it: '"c1"' for a string key, 42 for a
+number, '{"network":"n1","containerID":"c1","ifName":"eth0"}' for a struct;
+spacing and field order do not matter. It exits 1 if there is no such key.`,
+		examples: []string{
+			"phaseshift get /var/run/ipamd/state.json '{\"network\":\"aws-cni\",\"containerID\":\"c1\",\"ifName\":\"eth0\"}'",
+			"phaseshift get /var/run/vmproxy/state.json '\"vm-17\"' | jq .value",
+			"phaseshift get /var/run/app/state.json -- -1",
+		},
+		flags: []string{"ignore-checksum"},
+		run:   runGet,
+	}
+}
+
+func runList(ctx context.Context, e *env, o *options, args []string) error {
+	if err := wantArgs(args, "PATH"); err != nil {
+		return err
+	}
+	j := readFile(ctx, args[0], 0, o.ignoreChecksum)
+	if j.verdict != verdictIntact && !(j.verdict == verdictCorrupt && len(j.Entries) > 0) {
+		return j.failure()
+	}
+	w := bufio.NewWriter(e.out)
+	for _, ent := range j.Entries {
+		writeEntry(w, ent)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if j.verdict != verdictIntact {
+		return fail(j.code(), "printed the %d readable entries; %s", len(j.Entries), j.reason)
+	}
+	return nil
+}
+
+func runGet(ctx context.Context, e *env, o *options, args []string) error {
+	if err := wantArgs(args, "PATH", "KEY"); err != nil {
+		return err
+	}
+	key, err := parseKey(args[1])
+	if err != nil {
+		return err
+	}
+	j := readFile(ctx, args[0], 0, o.ignoreChecksum)
+	if j.verdict != verdictIntact {
+		return j.failure()
+	}
+	i, err := findKey(j.Entries, key)
+	if err != nil {
+		return err
+	}
+	if i < 0 {
+		return noSuchKey(j.Path, key)
+	}
+	w := bufio.NewWriter(e.out)
+	writeEntry(w, j.Entries[i])
+	return w.Flush()
+}
+
+// writeEntry writes an entry as the file holds it, one JSON line.
+func writeEntry(w io.Writer, ent rawfile.Entry) {
+	fmt.Fprintf(w, "{\"key\":%s,\"value\":%s}\n", ent.Key, ent.Value)
+}
+
+func parseKey(s string) (rawfile.Key, error) {
+	k, err := rawfile.ParseKey(s)
+	if err != nil {
+		return "", usageError("KEY: %v: give the key as JSON, as phaseshift list prints it: '\"c1\"' for a string key, "+
+			"'{\"network\":\"n1\",\"containerID\":\"c1\"}' for a struct key (quote it for the shell)", err)
+	}
+	return k, nil
+}
+
+func noSuchKey(path string, key rawfile.Key) error {
+	return fail(exitNo, "no entry with key %s in %s: see the keys with phaseshift list %s | jq -c .key", key, path, path)
+}
+
+// findKey returns the position of key in ents, or -1. A key matches by its
+// compacted JSON text, as the file writes it, or failing that by its JSON
+// value (field order, number spelling such as 1e2 and escapes aside), so
+// that an operator need not type a struct's fields in the writer's order.
+func findKey(ents []rawfile.Entry, key rawfile.Key) (int, error) {
+	for i, e := range ents {
+		if e.Key == key {
+			return i, nil
+		}
+	}
+	want, err := jsonValue([]byte(key))
+	if err != nil {
+		return -1, nil
+	}
+	found := -1
+	for i, e := range ents {
+		got, err := jsonValue([]byte(e.Key))
+		if err != nil || !reflect.DeepEqual(got, want) {
+			continue
+		}
+		if found >= 0 {
+			return -1, usageError("KEY matches the keys %s and %s by value: give it exactly as phaseshift list prints it", ents[found].Key, e.Key)
+		}
+		found = i
+	}
+	return found, nil
+}
+
+// jsonValue decodes JSON into Go values, numbers as the exact rational
+// they spell (so 1e2 is 100, and 2^53+1 is not 2^53).
+func jsonValue(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return normalize(v), nil
+}
+
+// number is a JSON number in jsonValue's output: a type of its own, so that
+// the number 1 never equals the string "1".
+type number string
+
+func normalize(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if r, ok := new(big.Rat).SetString(string(x)); ok {
+			return number(r.RatString())
+		}
+		return number(x)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalize(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = normalize(e)
+		}
+	}
+	return v
+}
+
+// isLocked tells whether err is checkpoint's ErrLocked.
+func isLocked(err error) bool { return errors.Is(err, checkpoint.ErrLocked) }

@@ -1,0 +1,156 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/phaseshift/phaseshift/checkpoint"
+)
+
+// inspectOut is inspect's --json output, as a script reads it.
+type inspectOut struct {
+	Path     string
+	Verdict  string
+	Exit     int
+	Size     int64
+	Entries  int
+	Checksum string
+	Header   *struct {
+		Format, Schema        int
+		Phase, Writer, BootID string
+		Seq                   uint64
+		SavedAt               time.Time
+	}
+	Lock struct {
+		Exists      bool
+		Held        *bool
+		PID         int
+		RecordedPID int
+		Note        string
+	}
+	Prev *struct {
+		Verdict string
+		Entries int
+		Header  *struct{ Seq uint64 }
+	}
+	Quarantined []struct {
+		Path          string
+		Verdict       string
+		Header        *struct{ Seq uint64 }
+		QuarantinedAt *time.Time
+	}
+}
+
+func TestInspectShowsHeaderSiblingsAndLock(t *testing.T) {
+	dir := t.TempDir()
+	path := save(t, dir, entries(1))
+	// A quarantined copy, made by the library as a daemon's restore does,
+	// of a file that was seq 1.
+	f, err := checkpoint.Open[key, value](context.Background(), path, checkpoint.WithSchema(schema))
+	require.NoError(t, err)
+	before := time.Now().UTC().Add(-time.Second)
+	moved, err := f.Quarantine(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	path = save(t, dir, entries(2), entries(3)) // seq 1 and 2 again: .prev is seq 1
+	size := int64(len(readBytes(t, path)))
+
+	r := run(t, "inspect", "--json", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	var out inspectOut
+	decodeJSON(t, r.stdout, &out)
+	assert.Equal(t, "intact", out.Verdict)
+	assert.Equal(t, "ok", out.Checksum)
+	assert.Equal(t, 3, out.Entries)
+	assert.Equal(t, size, out.Size)
+	require.NotNil(t, out.Header)
+	assert.Equal(t, 1, out.Header.Format)
+	assert.Equal(t, schema, out.Header.Schema)
+	assert.Equal(t, "migrate", out.Header.Phase)
+	assert.Equal(t, "ipamd v1.8.0", out.Header.Writer)
+	assert.Equal(t, "boot-1", out.Header.BootID)
+	assert.Equal(t, uint64(2), out.Header.Seq)
+	assert.WithinDuration(t, time.Now(), out.Header.SavedAt, time.Minute)
+	require.NotNil(t, out.Prev)
+	assert.Equal(t, "intact", out.Prev.Verdict)
+	assert.Equal(t, 2, out.Prev.Entries)
+	assert.Equal(t, uint64(1), out.Prev.Header.Seq)
+	require.Len(t, out.Quarantined, 1)
+	assert.Equal(t, moved, out.Quarantined[0].Path)
+	assert.Equal(t, uint64(1), out.Quarantined[0].Header.Seq)
+	require.NotNil(t, out.Quarantined[0].QuarantinedAt)
+	assert.WithinDuration(t, before, *out.Quarantined[0].QuarantinedAt, time.Minute)
+	// Nobody holds the lock; the file names its last holder, this test.
+	require.NotNil(t, out.Lock.Held)
+	assert.False(t, *out.Lock.Held)
+	assert.Equal(t, os.Getpid(), out.Lock.RecordedPID)
+
+	r = run(t, "inspect", path)
+	require.Equal(t, 0, r.code)
+	for _, want := range []string{"verdict:   intact", "seq:       2", "phase:     migrate", "writer:    ipamd v1.8.0",
+		"boot ID:   boot-1", "entries:   3", fmt.Sprintf("size:      %d bytes", size), "checksum:  ok",
+		"lock:      not held", "state.json.prev: intact, seq 1", "quarantined copies: 1", filepath.Base(moved) + ": intact, seq 1"} {
+		assert.Contains(t, r.stdout, want)
+	}
+}
+
+// The lock holder is found in /proc/locks: a checkpoint.File open in this
+// process, which is another process to the command.
+func TestInspectNamesTheLockHolder(t *testing.T) {
+	path := save(t, t.TempDir(), entries(2))
+	holdLock(t, path)
+
+	r := run(t, "inspect", "--json", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	var out inspectOut
+	decodeJSON(t, r.stdout, &out)
+	require.NotNil(t, out.Lock.Held)
+	assert.True(t, *out.Lock.Held)
+	assert.Equal(t, os.Getpid(), out.Lock.PID)
+
+	r = run(t, "inspect", path)
+	assert.Contains(t, r.stdout, fmt.Sprintf("lock:      held by PID %d", os.Getpid()))
+}
+
+// A lock file whose PID is stale (its holder exited) is not taken for a
+// held lock; the PID is shown as the last holder's.
+func TestInspectStaleLockFile(t *testing.T) {
+	path := save(t, t.TempDir(), entries(2))
+	require.NoError(t, os.WriteFile(path+".lock", []byte("999999\n"), 0o600))
+	r := run(t, "inspect", path)
+	require.Equal(t, 0, r.code)
+	assert.Contains(t, r.stdout, "lock:      not held (its last holder was PID 999999)")
+}
+
+// A corrupt file: inspect still shows its header (who wrote it), the
+// checksum verdict, and exits with the verdict; with no file at all it
+// shows .prev.
+func TestInspectCorruptAndMissing(t *testing.T) {
+	path := save(t, t.TempDir(), entries(2), entries(3))
+	edit(t, path, "10.0.0.1", "10.0.0.7")
+
+	r := run(t, "inspect", "--json", path)
+	assert.Equal(t, 4, r.code)
+	var out inspectOut
+	decodeJSON(t, r.stdout, &out)
+	assert.Equal(t, "corrupt", out.Verdict)
+	assert.Equal(t, 4, out.Exit)
+	assert.Contains(t, out.Checksum, "bad: ")
+	assert.Contains(t, out.Checksum, "checksum mismatch")
+	require.NotNil(t, out.Header, "the header of a hand-edited file is still read")
+	assert.Equal(t, uint64(2), out.Header.Seq)
+	assert.Equal(t, "ipamd v1.8.0", out.Header.Writer)
+
+	require.NoError(t, os.Remove(path))
+	r = run(t, "inspect", path)
+	assert.Equal(t, 3, r.code)
+	assert.Contains(t, r.stdout, "verdict:   missing")
+	assert.Contains(t, r.stdout, "state.json.prev: intact, seq 1, ")
+}

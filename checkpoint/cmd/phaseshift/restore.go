@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
+)
+
+func init() {
+	verbs["restore-prev"] = &verb{
+		summary: "put PATH.prev back as the checkpoint, durably",
+		args:    "PATH",
+		about: `restore-prev makes PATH.prev (the previous good save) the checkpoint again,
+under the checkpoint's lock, durably, with a seq above both files'. It keeps
+the file it replaces, if any, as a quarantined copy (PATH.corrupt-<time>),
+and leaves PATH.prev as it is. PATH.prev must be intact. It lacks the last
+write, so it refuses to replace an intact file unless --replace-intact says
+so (say, after a buggy daemon wrote a bad but intact file). It exits 7 if a
+daemon holds the lock longer than --lock-wait: stop the daemon first.`,
+		examples: []string{
+			"phaseshift restore-prev /var/run/ipamd/state.json",
+			"phaseshift restore-prev --replace-intact /var/run/ipamd/state.json",
+		},
+		flags: []string{"lock-wait", "replace-intact"},
+		run:   runRestorePrev,
+	}
+}
+
+func runRestorePrev(ctx context.Context, e *env, o *options, args []string) (err error) {
+	if err := wantArgs(args, "PATH"); err != nil {
+		return err
+	}
+	l, err := lock(ctx, args[0], o.lockWait)
+	if err != nil {
+		return err
+	}
+	defer closeLocked(l, &err)
+	cur := judge(l.Read(ctx, rawfile.Options{}), 0)
+	// .prev changes only under the checkpoint's lock, which this holds.
+	prev := readFile(ctx, rawfile.NamesOf(cur.Path).Prev, 0, false)
+	if prev.verdict != verdictIntact {
+		return fail(prev.code(), "cannot restore %s: %s", prev.Path, prev.reason)
+	}
+	if cur.verdict == verdictIntact && !o.replaceIntact {
+		return fail(exitUsage, "%s is intact (seq %d); %s (seq %d) lacks the writes since. "+
+			"If you mean to undo them (a buggy daemon wrote a bad but intact file), pass --replace-intact", cur.Path, seqOf(cur), prev.Path, seqOf(prev))
+	}
+	r := &repaired{Path: cur.Path, Action: "restore-prev", From: prev.Path, Replaced: cur.verdict}
+	if cur.verdict != verdictMissing {
+		if r.Kept, err = l.KeepCopy(ctx); err != nil {
+			return fail(exitFailed, "keeping a copy of the file before replacing it, nothing changed: %v", err)
+		}
+	}
+	if err := l.Replace(ctx, prev.Header, prev.Entries, max(seqOf(cur), seqOf(prev))); err != nil {
+		return fail(exitFailed, "writing %s: %v", cur.Path, err)
+	}
+	if err := check(ctx, l, r); err != nil {
+		return err
+	}
+	return printRepaired(e, r, fmt.Sprintf("restored %s from %s (seq %d, %d entries), written as seq %d", r.Path, prev.Path, seqOf(prev), r.Entries, r.Header.Seq))
+}

@@ -1,0 +1,67 @@
+package main_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// Bad input: a clear message, the usage line, exit 2, and nothing read.
+func TestUsageErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no verb", nil, "usage: phaseshift VERB"},
+		{"unknown verb", []string{"frobnicate", "x"}, `unknown verb "frobnicate": run phaseshift --help`},
+		{"missing PATH", []string{"verify"}, "missing PATH"},
+		{"missing KEY", []string{"get", "/x"}, "missing KEY"},
+		{"missing A and B", []string{"diff"}, "missing A and B"},
+		{"too many", []string{"verify", "/a", "/b"}, "too many arguments"},
+		{"empty PATH", []string{"list", ""}, "PATH is empty"},
+		{"unknown flag", []string{"verify", "--frob", "/x"}, "flag provided but not defined: -frob"},
+		{"flag of another verb", []string{"verify", "--lock-wait", "1s", "/x"}, "flag provided but not defined: -lock-wait"},
+		{"bad flag value", []string{"delete", "--lock-wait", "soon", "/x", `"k"`}, "invalid value \"soon\" for flag -lock-wait"},
+		{"negative lock wait", []string{"restore-prev", "--lock-wait", "-1s", "/x"}, "--lock-wait -1s is negative"},
+		{"bad key", []string{"delete", "/x", `{"a":`}, "KEY: the key is not valid JSON"},
+		{"reseal without the flag", []string{"reseal", "/x"}, "--i-edited-this-file-by-hand"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, tc.args...)
+			assert.Equal(t, 2, r.code)
+			assert.Contains(t, r.stderr, tc.want)
+			assert.Contains(t, r.stderr, "usage: phaseshift")
+			assert.Empty(t, r.stdout)
+		})
+	}
+}
+
+// --help, for the command and for each verb, prints examples and exits 0.
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
+		r := run(t, args...)
+		assert.Equal(t, 0, r.code)
+		for _, verb := range []string{"verify", "inspect", "list", "get", "diff", "delete", "restore-prev", "reseal"} {
+			assert.Contains(t, r.stdout, "  "+verb+" ")
+		}
+		assert.Contains(t, r.stdout, "exit status:")
+		assert.Contains(t, r.stdout, "examples:")
+	}
+	for verb, flag := range map[string]string{"verify": "-schema", "inspect": "-schema", "list": "-ignore-checksum",
+		"get": "-ignore-checksum", "diff": "-values", "delete": "-lock-wait", "restore-prev": "-replace-intact", "reseal": "-i-edited-this-file-by-hand"} {
+		r := run(t, verb, "--help")
+		assert.Equal(t, 0, r.code, verb)
+		assert.Contains(t, r.stdout, "usage: phaseshift "+verb)
+		assert.Contains(t, r.stdout, "\nexamples:\n", verb)
+		assert.Contains(t, r.stdout, "\n  phaseshift "+verb+" ", verb)
+		assert.Contains(t, r.stdout, flag, verb)
+		assert.Contains(t, r.stdout, "-json", verb)
+
+		r2 := run(t, "help", verb)
+		assert.Equal(t, r.stdout, r2.stdout)
+	}
+	r := run(t, "delete", "--help")
+	assert.Contains(t, r.stdout, "(default 5s)")
+}

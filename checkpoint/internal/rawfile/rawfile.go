@@ -1,0 +1,165 @@
+// Package rawfile is the hook through which the phaseshift command
+// (checkpoint/cmd/phaseshift) reads and repairs a checkpoint without knowing
+// its Go types: keys as their JSON text ([Key]), values as json.RawMessage.
+// Package checkpoint sets [Read], [Lock] and [NamesOf] in an init, and
+// implements them with its own reading, checking, locking and writing code,
+// so that the command sees exactly what a daemon's Load would restore. Only
+// checkpoint and its subpackages can import this package, so none of it is
+// part of checkpoint's API (as package memfile is for checkpointtest).
+//
+// # Caveats
+//
+//   - Read opens the file without its lock: a daemon may replace the file
+//     while it is read. Each Read reads the file once, so what it returns is
+//     one consistent version, possibly already replaced.
+//   - A file is read with the value schema its header names, so a file of a
+//     newer schema than the daemon's reads as intact here: the command does
+//     not know the daemon's schema unless it is told. Unknown fields, which a
+//     daemon's types would refuse, cannot be seen without those types.
+//   - The hooks are as narrow as the command needs; they are not an API for
+//     programs, which know their types and use checkpoint.File.
+package rawfile
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Key is an entry's key as the JSON text the file holds, compacted. It
+// reads back from its own JSON as itself, as checkpoint requires of keys.
+type Key string
+
+// ParseKey checks that s is one JSON value and returns it as a Key. Its
+// error never quotes s (an operator may paste a value by mistake).
+func ParseKey(s string) (Key, error) {
+	var k Key
+	if err := k.UnmarshalJSON([]byte(s)); err != nil {
+		return "", err
+	}
+	return k, nil
+}
+
+// MarshalJSON returns the key's JSON; the zero Key has none.
+func (k Key) MarshalJSON() ([]byte, error) {
+	if k == "" {
+		return nil, errors.New("rawfile: the zero Key has no JSON")
+	}
+	return []byte(k), nil
+}
+
+// UnmarshalJSON keeps data, compacted, as the key.
+func (k *Key) UnmarshalJSON(data []byte) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return errors.New("the key is empty: give it as JSON")
+	}
+	// Unmarshal, unlike Compact, reports where the JSON goes wrong.
+	var raw json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return fmt.Errorf("the key is not valid JSON (it goes wrong at byte %d)", se.Offset)
+		}
+		return errors.New("the key is not valid JSON")
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return errors.New("the key is not valid JSON")
+	}
+	*k = Key(b.String())
+	return nil
+}
+
+// Header is a checkpoint file's header: checkpoint.Meta, which this package
+// cannot name.
+type Header struct {
+	Format  int
+	Schema  int
+	Phase   string
+	Writer  string
+	BootID  string
+	Seq     uint64
+	SavedAt time.Time
+}
+
+// Entry is one entry of a checkpoint.
+type Entry struct {
+	Key   Key
+	Value json.RawMessage
+}
+
+// File is what Read learned about a checkpoint file.
+type File struct {
+	Path string
+	// Size is the file's length in bytes; -1 when it could not be read.
+	Size int64
+	// Header is the file's header; valid when HeaderErr is nil, which it
+	// can be when the checksum fails (a hand edit) or the format is newer.
+	Header    Header
+	HeaderErr error
+	// ChecksumErr says why the checksum does not hold; nil when it holds.
+	// It is nil, too, when the file could not be read at all (see Err).
+	ChecksumErr error
+	// Entries are the entries checkpoint's Load returned, in the file's
+	// order when it loaded cleanly (sorted by key otherwise).
+	Entries []Entry
+	// Err is the error checkpoint's Load returned: nil for an intact file;
+	// one matching checkpoint.ErrNotExist, ErrCorrupt, ErrNewerSchema or
+	// ErrBadEntry; or the error of reading the file.
+	Err error
+}
+
+// Options changes how Read reads a file.
+type Options struct {
+	// IgnoreChecksum reads a file whose checksum fails as if it held, so
+	// that the entries of a hand-edited file can be seen (and resealed).
+	// The file's layout must still be the writer's: one entry per line.
+	IgnoreChecksum bool
+}
+
+// Locked is a checkpoint opened under its lock, for a repair. Read it
+// before Commit.
+type Locked interface {
+	// Read reads the file as Read does, under the lock.
+	Read(ctx context.Context, opt Options) *File
+	// Delete removes key from the file last read (it must have loaded
+	// cleanly), keeping every other entry's line as it is; the replaced
+	// file becomes path.prev, as with every save. h gives the phase,
+	// writer and boot ID to write; format, schema, seq and time are set
+	// as Save sets them.
+	Delete(ctx context.Context, h Header, key Key) error
+	// KeepCopy links the file at path to a new quarantine name
+	// (path.corrupt-<UTC time>), durably, leaving it in place, and returns
+	// that name.
+	KeepCopy(ctx context.Context) (string, error)
+	// Replace writes h and entries as the checkpoint, in that order,
+	// whatever is at path now (the caller has kept a copy of it), durably,
+	// with a fresh checksum and a seq above both seqAbove and the seq last
+	// read; it leaves path.prev as it is, so that .prev only ever holds a
+	// file that loaded. h.Schema is written as the schema.
+	Replace(ctx context.Context, h Header, entries []Entry, seqAbove uint64) error
+	// Close releases the lock.
+	Close() error
+}
+
+// Names are the files package checkpoint keeps beside a checkpoint.
+type Names struct {
+	Prev             string // the previous good file
+	Lock             string // the lock file
+	QuarantinePrefix string // prefix of the quarantined copies' names
+}
+
+// The hooks, set by package checkpoint in an init.
+var (
+	// Read reads and checks the checkpoint at path, of any key and value
+	// types and of any schema, without taking its lock.
+	Read func(ctx context.Context, path string, opt Options) *File
+	// Lock opens the checkpoint at path under its lock, waiting up to
+	// wait for another holder; it fails with checkpoint.ErrLocked.
+	Lock func(ctx context.Context, path string, wait time.Duration) (Locked, error)
+	// NamesOf returns the names of the files kept beside path.
+	NamesOf func(path string) Names
+)

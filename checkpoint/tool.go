@@ -1,0 +1,325 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
+	"github.com/phaseshift/phaseshift/internal/fsys"
+)
+
+// What the phaseshift command (checkpoint/cmd/phaseshift) needs beyond the
+// public API: reading a checkpoint of any types and schema without its
+// lock, the header and checksum verdict of a file that does not load, and
+// writing a repaired file over one that could not be read. It reaches
+// these through package internal/rawfile, so they stay out of the API, and
+// they run on the same core, decoder and write protocol as File, so that
+// the command sees what a daemon's Load would restore.
+
+func init() {
+	rawfile.Read = readRaw
+	rawfile.Lock = lockRaw
+	rawfile.NamesOf = namesOf
+}
+
+type rawCore = core[rawfile.Key, json.RawMessage]
+
+// namesOf mirrors the names Open and quarantine give the files beside path.
+func namesOf(path string) rawfile.Names {
+	path = filepath.Clean(path)
+	return rawfile.Names{Prev: path + ".prev", Lock: path + ".lock", QuarantinePrefix: path + ".corrupt-"}
+}
+
+// primed is a backend whose next read returns bytes already read, so that
+// the header a caller looked at and the entries the core decodes come from
+// one version of the file. It is used by one goroutine at a time (the
+// command's), like everything in this file but the core's own methods.
+type primed struct {
+	backend
+	data  []byte
+	err   error
+	ready bool
+}
+
+func (p *primed) read() ([]byte, error) {
+	if p.ready {
+		p.ready = false
+		return p.data, p.err
+	}
+	return p.backend.read()
+}
+
+// readOnly is the backend of a checkpoint read without its lock.
+type readOnly struct {
+	fs   fsys.FS
+	path string
+}
+
+var errReadOnly = errors.New("opened for reading only")
+
+func (r *readOnly) name() string                 { return r.path }
+func (r *readOnly) read() ([]byte, error)        { return r.fs.ReadFile(r.path) }
+func (r *readOnly) replace([]byte, onDisk) error { return pathError("save", r.path, errReadOnly) }
+func (r *readOnly) quarantine() (string, error) {
+	return "", pathError("quarantine", r.path, errReadOnly)
+}
+func (r *readOnly) close() error { return nil }
+
+// The journal is read, and replayed by Load, so that the command shows
+// what a daemon's Load would restore; it is never written.
+func (r *readOnly) journalName() string          { return r.path + ".journal" }
+func (r *readOnly) readJournal() ([]byte, error) { return r.fs.ReadFile(r.journalName()) }
+func (r *readOnly) appendJournal([]byte, int64, onDisk) error {
+	return pathError("commit", r.path, errReadOnly)
+}
+func (r *readOnly) removeJournal() error { return pathError("save", r.path, errReadOnly) }
+
+func readRaw(ctx context.Context, path string, opt rawfile.Options) *rawfile.File {
+	cfg, _ := configure[rawfile.Key, json.RawMessage](nil) // no options: cannot fail
+	p := &primed{backend: &readOnly{fs: fsys.OS{}, path: filepath.Clean(path)}}
+	c := newCore[rawfile.Key, json.RawMessage](cfg, p, "")
+	return loadRaw(ctx, c, p, opt)
+}
+
+// loadRaw reads the file once, learns its header and checksum verdict, sets
+// the core's schema to the file's (the raw types read every schema as it
+// is), and has the core load that same data.
+func loadRaw(ctx context.Context, c *rawCore, p *primed, opt rawfile.Options) *rawfile.File {
+	out := &rawfile.File{Path: p.name(), Size: -1}
+	data, err := p.backend.read()
+	if err == nil {
+		out.Size = int64(len(data))
+		var m Meta
+		m, out.HeaderErr = headerOf(data)
+		out.Header = rawfile.Header(m)
+		_, out.ChecksumErr = checkSum(data)
+		if opt.IgnoreChecksum && out.ChecksumErr != nil {
+			if fixed, ok := withFreshChecksum(data); ok {
+				data = fixed
+			}
+		}
+		c.mu.Lock()
+		c.cfg.schema = max(m.Schema, 1) // a schema below 1 is reported by decode
+		c.mu.Unlock()
+	}
+	p.data, p.err, p.ready = data, err, true
+	snap, lerr := c.load(ctx)
+	p.ready = false
+	out.Err = lerr
+	out.Entries = rawEntries(c, snap, lerr == nil)
+	return out
+}
+
+// rawEntries lists snap's entries in the file's order when the core holds
+// them (a clean load), and sorted by key otherwise.
+func rawEntries(c *rawCore, snap Snapshot[rawfile.Key, json.RawMessage], clean bool) []rawfile.Entry {
+	ents := make([]rawfile.Entry, 0, len(snap.Entries))
+	if clean {
+		c.mu.Lock()
+		for _, line := range c.ents.lines {
+			if line == nil {
+				continue // a deleted entry
+			}
+			if k, ok := lineKey[rawfile.Key](line); ok {
+				ents = append(ents, rawfile.Entry{Key: k, Value: snap.Entries[k]})
+			}
+		}
+		c.mu.Unlock()
+		if len(ents) == len(snap.Entries) {
+			return ents
+		}
+		ents = ents[:0]
+	}
+	for k, v := range snap.Entries {
+		ents = append(ents, rawfile.Entry{Key: k, Value: v})
+	}
+	slices.SortFunc(ents, func(a, b rawfile.Entry) int { return strings.Compare(string(a.Key), string(b.Key)) })
+	return ents
+}
+
+// headerOf reads the header of data whether or not its checksum holds:
+// the header of a hand-edited or bit-flipped file still says who wrote it.
+// A header of a newer format is returned with a nil error.
+func headerOf(data []byte) (Meta, error) {
+	if !bytes.HasPrefix(data, []byte(fileStart)) {
+		return Meta{}, corrupt("the file does not start with %q", fileStart)
+	}
+	i := bytes.Index(data, []byte("\n"+entriesStart))
+	if i < 0 {
+		return Meta{}, corrupt("the entries list is missing")
+	}
+	m, err := parseHeader(data[:i])
+	if errors.Is(err, ErrNewerSchema) {
+		err = nil
+	}
+	return m, err
+}
+
+// withFreshChecksum returns data with the checksum its content hashes to,
+// if its checksum line has the writer's shape.
+func withFreshChecksum(data []byte) ([]byte, bool) {
+	if len(data) < trailerLen {
+		return nil, false
+	}
+	body, trailer := data[:len(data)-trailerLen], data[len(data)-trailerLen:]
+	if !bytes.HasPrefix(trailer, []byte(checksumStart)) || !bytes.HasSuffix(trailer, []byte(checksumEnd)) {
+		return nil, false
+	}
+	sum := crc32.Checksum(body, castagnoli)
+	out := append(slices.Clip(body), checksumStart...)
+	out = hex.AppendEncode(out, []byte{byte(sum >> 24), byte(sum >> 16), byte(sum >> 8), byte(sum)})
+	return append(out, checksumEnd...), true
+}
+
+// rawLocked is a checkpoint of raw types opened under its lock.
+type rawLocked struct {
+	f *File[rawfile.Key, json.RawMessage]
+	p *primed
+}
+
+func lockRaw(ctx context.Context, path string, wait time.Duration) (rawfile.Locked, error) {
+	f, err := Open[rawfile.Key, json.RawMessage](ctx, path, WithLockWait(wait))
+	if err != nil {
+		return nil, err
+	}
+	p := &primed{backend: f.c.be}
+	f.c.be = p
+	return &rawLocked{f: f, p: p}, nil
+}
+
+func (l *rawLocked) Read(ctx context.Context, opt rawfile.Options) *rawfile.File {
+	return loadRaw(ctx, l.f.c, l.p, opt)
+}
+
+func (l *rawLocked) Delete(ctx context.Context, h rawfile.Header, key rawfile.Key) error {
+	return l.f.Commit(ctx, Meta(h), []Change[rawfile.Key, json.RawMessage]{{Key: key, Delete: true}})
+}
+
+func (l *rawLocked) Close() error { return l.f.Close() }
+
+func (l *rawLocked) KeepCopy(ctx context.Context) (string, error) {
+	c := l.f.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.check(ctx); err != nil {
+		return "", err
+	}
+	return l.f.disk.keepCopy()
+}
+
+func (l *rawLocked) Replace(ctx context.Context, h rawfile.Header, entries []rawfile.Entry, seqAbove uint64) error {
+	c := l.f.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.check(ctx); err != nil {
+		return err
+	}
+	lines := make([][]byte, 0, len(entries))
+	for i, e := range entries {
+		line, err := encodeEntry(c.enc, &c.keys, nil, e.Key, e.Value, i)
+		if err != nil {
+			return pathError("save", c.be.name(), err)
+		}
+		lines = append(lines, line)
+	}
+	m := Meta(h)
+	// Format 1: a repaired file has no journal of its own. A journal left
+	// beside it follows an older Seq, so Load skips its records (they
+	// were read, and are in entries, if the journal could be replayed).
+	m.Format = 1
+	m.Schema = max(h.Schema, 1)
+	m.Seq = max(c.last.seq, c.head, seqAbove) + 1
+	m.SavedAt = time.Now().UTC()
+	if err := l.f.disk.writeOver(appendFile(nil, m, lines)); err != nil {
+		return err
+	}
+	// The core's view of the file is stale now; the next use reads it.
+	c.state, c.bad, c.last = stateUnknown, nil, onDisk{exists: true, seq: m.Seq, savedAt: m.SavedAt}
+	c.ents = newEntries[rawfile.Key](0)
+	return nil
+}
+
+// keepCopy links the checkpoint to a new quarantine name, as quarantine
+// does, but leaves it in place: a repair replaces it afterwards with an
+// atomic rename, so there is no instant without a checkpoint at the path.
+func (d *disk) keepCopy() (string, error) {
+	if err := d.own("quarantine", nil); err != nil {
+		return "", err
+	}
+	base := d.path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+	dst := base
+	for i := 1; ; i++ {
+		err := d.fs.Link(d.path, dst)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", pathError("quarantine", d.path, ErrNotExist)
+		}
+		if !errors.Is(err, fs.ErrExist) || i > 100 {
+			return "", pathError("quarantine: link", d.path, err)
+		}
+		dst = fmt.Sprintf("%s-%d", base, i)
+	}
+	// The journal, if any, is kept with it, under the same name +
+	// ".journal": the repair that follows makes its records stale.
+	if _, _, err := d.linkAside(d.journal, dst, ".journal"); err != nil {
+		return "", err
+	}
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		return "", pathError("quarantine: fsync directory", d.dir, err)
+	}
+	return dst, nil
+}
+
+// writeOver makes data the checkpoint with the steps of replace (temporary
+// file, write, fsync, close, rename, fsync of the directory) but without
+// keeping the file it replaces as .prev: the repairs that use it replace a
+// file that did not load, which .prev must never hold, and have kept it as
+// a quarantined copy first. If the directory fsync fails, the new file is
+// left in place (the old one is in quarantine) and the error says so.
+func (d *disk) writeOver(data []byte) error {
+	fail := func(step string, err error) error { return pathError("save: "+step, d.path, err) }
+	if err := d.own("save", nil); err != nil {
+		return err
+	}
+	f, err := d.createTemp()
+	if err != nil {
+		return fail("create temporary file", err)
+	}
+	n, err := f.Write(data)
+	if err == nil && n < len(data) {
+		err = io.ErrShortWrite
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		_ = f.Close()
+		_ = d.fs.Remove(f.Name())
+		return fail("write and fsync", err)
+	}
+	if err := f.Close(); err != nil {
+		_ = d.fs.Remove(f.Name())
+		return fail("close", err)
+	}
+	if err := d.fs.Rename(f.Name(), d.path); err != nil {
+		_ = d.fs.Remove(f.Name())
+		return fail("rename", err)
+	}
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		return fail("fsync directory (the new file is in place but may not survive a power cut; run sync)", err)
+	}
+	return nil
+}
