@@ -235,7 +235,7 @@
 //     (checkpoint/cmd/phaseshift: phaseshift restore-prev path), which takes
 //     the lock and keeps the replaced file, rather than cp. Under
 //     WithJournal .prev is the file before the last compaction, and lacks
-//     every commit since; restore-prev gives it a Seq above the journal's,
-//     so that the journal's records are skipped, where a cp would leave a
-//     journal that follows another file (ErrCorrupt).
+//     every commit since; restore-prev moves the journal aside with the
+//     file it replaces, where a cp would leave a journal that follows
+//     another file (ErrCorrupt).
 package checkpoint

@@ -234,15 +234,27 @@ func (l *rawLocked) Replace(ctx context.Context, h rawfile.Header, entries []raw
 		lines = append(lines, line)
 	}
 	m := Meta(h)
-	// Format 1: a repaired file has no journal of its own. A journal left
-	// beside it follows an older Seq, so Load skips its records (they
-	// were read, and are in entries, if the journal could be replayed).
+	// Format 1: a repaired file has no journal of its own (the journal
+	// is removed below). Its Seq is above the file's, which every record
+	// of the journal names as its base, so that even a journal a crash
+	// brings back is skipped as older, if it is intact.
 	m.Format = 1
 	m.Schema = max(h.Schema, 1)
 	m.Seq = max(c.last.seq, c.head, seqAbove) + 1
 	m.SavedAt = time.Now().UTC()
 	if err := l.f.disk.writeOver(appendFile(nil, m, lines)); err != nil {
 		return err
+	}
+	// Then the journal goes (KeepCopy kept it): its records are in entries
+	// or were meant to go, and a damaged one would make the repaired
+	// checkpoint unreadable again. Only now, with the new file durable: a
+	// crash before leaves the new file and a journal whose records, if
+	// intact, are skipped as older.
+	if err := l.f.disk.removeJournal(); err != nil {
+		return err
+	}
+	if err := l.f.disk.fs.SyncDir(l.f.disk.dir); err != nil {
+		return pathError("save: fsync directory", l.f.disk.dir, err)
 	}
 	// The core's view of the file is stale now; the next use reads it.
 	c.state, c.bad, c.last = stateUnknown, nil, onDisk{exists: true, seq: m.Seq, savedAt: m.SavedAt}

@@ -45,3 +45,43 @@ func TestCommandReplaysTheJournal(t *testing.T) {
 	r = run(t, "verify", path)
 	assert.NotEqual(t, 0, r.code)
 }
+
+// restore-prev over a journaled checkpoint whose journal is damaged: .prev
+// goes back with a Seq above the file the journal followed, the journal is
+// removed from the path (a damaged one would keep the checkpoint
+// unreadable) and kept beside the quarantined copy of the file.
+func TestRestorePrevWithAJournal(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.json")
+	f, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	require.NoError(t, err)
+	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[key, value]{Entries: entries(2)}))
+	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[key, value]{Entries: entries(3)})) // .prev: entries(2), seq 1
+	for i := 5; i < 8; i++ {
+		require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[key, value]{{Key: k(i), Value: v(i)}}))
+	}
+	require.NoError(t, f.Close())
+	j, err := os.ReadFile(path + ".journal")
+	require.NoError(t, err)
+	j[3] ^= 0x01
+	require.NoError(t, os.WriteFile(path+".journal", j, 0o600))
+	_, err = load(t, path)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+
+	r := run(t, "restore-prev", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	got := mustLoad(t, path)
+	assert.Equal(t, entries(2), got.Entries)
+	assert.Greater(t, got.Meta.Seq, uint64(2), "above the file the journal followed (seq 2)")
+	_, err = os.Stat(path + ".journal")
+	assert.ErrorIs(t, err, os.ErrNotExist, "the repair removed the journal")
+	kept := quarantined(t, path)
+	var journals int
+	for _, q := range kept {
+		if filepath.Ext(q) == ".journal" {
+			journals++
+			assert.Equal(t, j, readBytes(t, q), "the damaged journal is kept")
+		}
+	}
+	assert.Equal(t, 1, journals, "kept: %v", kept)
+}
