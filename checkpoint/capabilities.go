@@ -8,7 +8,7 @@ import (
 // The optional capabilities of a checkpoint, beyond Load, Save and
 // Quarantine. Package migrate looks for them on its Config.Checkpoint and
 // uses each one it finds; a checkpoint of the user's own (a wrapper, a
-// fake) may offer any of them. File and Memory offer all four, and the
+// fake) may offer any of them. File and Memory offer all five, and the
 // assertions below make a change to one of their signatures fail the build
 // here, instead of silently losing the capability (a Commit that no longer
 // matches Committer would turn every write into a full Save).
@@ -31,7 +31,17 @@ type Sizer interface {
 	Size() int64
 }
 
+// JournalReporter is a checkpoint that can say what its journal held at
+// the last Load (see WithJournal): package migrate reports a torn record
+// Load discarded in Report.Errors.
+type JournalReporter interface {
+	Journal() JournalStatus
+}
+
 var (
+	_ JournalReporter = (*File[string, int])(nil)
+	_ JournalReporter = (*Memory[string, int])(nil)
+
 	_ Committer[string, int] = (*File[string, int])(nil)
 	_ BootIDer               = (*File[string, int])(nil)
 	_ Sizer                  = (*File[string, int])(nil)

@@ -23,9 +23,24 @@ type backend interface {
 	// what the caller last read or wrote there; when a file exists, it is
 	// first kept as the previous one.
 	replace(data []byte, last onDisk) error
-	// quarantine moves the current file aside and says where to.
+	// quarantine moves the current file, and its journal, aside and says
+	// where to.
 	quarantine() (string, error)
 	close() error
+
+	// The journal (see journal.go and core_journal.go).
+	journalName() string
+	// readJournal returns the whole journal, or an error matching
+	// fs.ErrNotExist.
+	readJournal() ([]byte, error)
+	// appendJournal appends rec to the journal and makes it durable. at is
+	// the journal's size as the core knows it (0: the journal is created).
+	// It returns errRewrite, having changed nothing, when the file or the
+	// journal is not as the core left it: then the commit writes the whole
+	// file instead.
+	appendJournal(rec []byte, at int64, last onDisk) error
+	// removeJournal removes the journal, if there is one.
+	removeJournal() error
 }
 
 // onDisk is what a core knows of the file at its path: whether there is
@@ -34,6 +49,10 @@ type onDisk struct {
 	exists  bool
 	seq     uint64    // Seq of the file; it goes on from here even when there is none
 	savedAt time.Time // SavedAt of the file, which tells two saves of the same Seq apart
+	// journal is the length of the journal beside the file as the core
+	// left it (0: none), or -1 when the core does not know it exactly
+	// (after a failed write, or a Load that found a torn record).
+	journal int64
 }
 
 type fileState int
@@ -64,8 +83,22 @@ type core[K comparable, V any] struct {
 	out  []byte // reused for every file written
 	undo []undoStep[K]
 
-	// size is the length of the file last read or written (0: none). It is
-	// atomic, not under mu, so that Size does not wait for a save's fsync.
+	// The state the core holds and the file under it differ when a journal
+	// follows the file (see core_journal.go).
+	head       uint64 // Seq of the state held: the file's, or its last journal record's
+	baseFormat int    // format of the file last read or written
+	baseSchema int    // schema of the file last read or written
+	fileSize   int64  // length of the file last read or written
+	jlen       int64  // length of the journal holding only records that follow the file; 0: none
+	jmay       bool   // a journal may exist: found, appended to, or left by a failed write
+	jdirty     bool   // the journal may hold what cannot be appended to: the next commit rewrites the file
+	jstat      JournalStatus
+	ops        [][]byte // a commit's journal ops, reused
+	rec        []byte   // a commit's journal record, reused
+
+	// size is the length of the file last read or written, with its
+	// journal (0: none). It is atomic, not under mu, so that Size does not
+	// wait for a save's fsync.
 	size atomic.Int64
 }
 
@@ -104,10 +137,16 @@ func (c *core[K, V]) load(ctx context.Context) (Snapshot[K, V], error) {
 }
 
 func (c *core[K, V]) loadLocked() (Snapshot[K, V], error) {
+	c.jstat = JournalStatus{}
 	data, err := c.be.read()
 	if errors.Is(err, fs.ErrNotExist) {
-		c.state, c.bad, c.last = stateGood, nil, onDisk{}
+		if err := c.journalWithoutFile(); err != nil {
+			c.state, c.bad = stateBad, err
+			return Snapshot[K, V]{}, pathError("load", c.be.name(), err)
+		}
+		c.state, c.bad, c.last, c.head = stateGood, nil, onDisk{}, 0
 		c.ents = newEntries[K](0)
+		c.fileSize = 0
 		c.size.Store(0)
 		return Snapshot[K, V]{Entries: map[K]V{}}, pathError("load", c.be.name(), ErrNotExist)
 	}
@@ -117,6 +156,12 @@ func (c *core[K, V]) loadLocked() (Snapshot[K, V], error) {
 	}
 	c.size.Store(int64(len(data)))
 	res, err := decode[K, V](data, &c.cfg, c.enc)
+	file := res.snap.Meta
+	if err == nil {
+		err = c.replayJournal(&res, int64(len(data)))
+	} else {
+		c.journalMeta(&res.snap.Meta)
+	}
 	if err != nil {
 		c.state, c.bad = stateBad, err
 		return Snapshot[K, V]{Meta: res.snap.Meta}, pathError("load", c.be.name(), err)
@@ -127,7 +172,8 @@ func (c *core[K, V]) loadLocked() (Snapshot[K, V], error) {
 		return res.snap, berr
 	}
 	c.state, c.bad = stateGood, nil
-	c.last = onDisk{exists: true, seq: res.snap.Meta.Seq, savedAt: res.snap.Meta.SavedAt}
+	c.last = onDisk{exists: true, seq: file.Seq, savedAt: file.SavedAt}
+	c.head, c.baseFormat, c.baseSchema, c.fileSize = res.snap.Meta.Seq, file.Format, file.Schema, int64(len(data))
 	c.ents = res.ents
 	if res.dropped > 0 {
 		c.cfg.logger.Warn("dropped unknown fields from checkpoint entries, as WithDropUnknownFields allows; the next save writes them without",
@@ -149,9 +195,12 @@ func (c *core[K, V]) writable() error {
 }
 
 func (c *core[K, V]) nextMeta(m Meta) Meta {
-	m.Format = formatVersion
+	m.Format = 1
+	if c.cfg.journal {
+		m.Format = formatJournal
+	}
 	m.Schema = c.cfg.schema
-	m.Seq = c.last.seq + 1
+	m.Seq = c.head + 1
 	m.SavedAt = time.Now().UTC()
 	if m.BootID == "" {
 		m.BootID = c.bootID
@@ -172,7 +221,11 @@ func (c *core[K, V]) mayWrite(ctx context.Context) error {
 func (c *core[K, V]) write(m Meta, lines [][]byte) error {
 	meta := c.nextMeta(m)
 	c.out = appendFile(c.out[:0], meta, lines)
-	if err := c.be.replace(c.out, c.last); err != nil {
+	if err := c.be.replace(c.out, c.onDisk()); err != nil {
+		// After a failed save, the file may be the new one (an undone
+		// rename that could not be undone): appending to a journal that
+		// follows the old one would lose the records.
+		c.jdirty = c.jdirty || c.jmay || c.cfg.journal
 		if errors.Is(err, errTakenOver) {
 			// Another File wrote the checkpoint: what this one holds is
 			// no longer what is on disk, and overwriting would lose it.
@@ -182,7 +235,9 @@ func (c *core[K, V]) write(m Meta, lines [][]byte) error {
 		return err
 	}
 	c.last = onDisk{exists: true, seq: meta.Seq, savedAt: meta.SavedAt}
+	c.head, c.baseFormat, c.baseSchema, c.fileSize = meta.Seq, meta.Format, meta.Schema, int64(len(c.out))
 	c.size.Store(int64(len(c.out)))
+	c.dropJournal()
 	// Let a buffer that grew for a much bigger file go, so a checkpoint
 	// that shrank does not pin its old size for ever.
 	if cap(c.out) > 1<<20 && cap(c.out) > 4*len(c.out) {
@@ -244,20 +299,27 @@ func (c *core[K, V]) commit(ctx context.Context, m Meta, changes []Change[K, V])
 		ends[i] = len(blob)
 	}
 	c.undo = c.undo[:0]
+	clear(c.ops)
+	c.ops = c.ops[:0]
 	start := 0
 	for i, ch := range changes {
 		if ch.Delete {
 			// A key that cannot be compared (a map in an interface) was
 			// never stored, and would panic the index.
 			if c.keys.comparable == nil || c.keys.comparable(ch.Key) == nil {
-				c.undo = c.ents.del(ch.Key, c.undo)
+				n := len(c.undo)
+				if c.undo = c.ents.del(ch.Key, c.undo); len(c.undo) > n {
+					c.ops = append(c.ops, deleteOp(c.undo[n].raw))
+				}
 			}
 		} else {
-			c.undo = c.ents.put(ch.Key, blob[start:ends[i]:ends[i]], c.undo)
+			line := blob[start:ends[i]:ends[i]]
+			c.undo = c.ents.put(ch.Key, line, c.undo)
+			c.ops = append(c.ops, line)
 		}
 		start = ends[i]
 	}
-	err := c.write(m, c.ents.lines)
+	err := c.persist(m)
 	if err != nil {
 		c.ents.undo(c.undo)
 	} else {
@@ -283,6 +345,7 @@ func (c *core[K, V]) quarantine(ctx context.Context) (string, error) {
 	// Nothing is on disk now, so the next save creates the file afresh.
 	c.state, c.bad, c.last.exists = stateGood, nil, false
 	c.ents = newEntries[K](0)
+	c.jlen, c.jmay, c.jdirty, c.fileSize = 0, false, false, 0
 	c.size.Store(0)
 	return dst, nil
 }
@@ -294,6 +357,6 @@ func (c *core[K, V]) close() error {
 		return nil
 	}
 	c.closed = true
-	c.ents, c.out = entries[K]{}, nil
+	c.ents, c.out, c.ops, c.rec = entries[K]{}, nil, nil, nil
 	return c.be.close()
 }

@@ -6,7 +6,8 @@
 // JSON as themselves (see Keys), and any value type that encoding/json
 // handles. [Open] takes the file's lock, [File.Load] reads and
 // checks it, [File.Save] replaces it, [File.Commit] replaces it with a few
-// entries changed, [File.Quarantine] moves an unreadable file aside, and
+// entries changed (or, [WithJournal], appends the changes to a journal
+// beside it), [File.Quarantine] moves an unreadable file aside, and
 // [File.Close] releases the lock. [Memory] is the same thing in memory, with
 // fault injection, for tests.
 //
@@ -27,6 +28,29 @@
 // matches. Next to the file live path+".prev", the previous good version,
 // kept so that one bad write or edit can be undone by hand, and
 // path+".lock".
+//
+// # The journal
+//
+// With [WithJournal], a commit appends one line to path+".journal" instead
+// of replacing the file, and [File.Load] replays the lines over the file. A
+// line is a JSON object that jq reads, one per commit:
+//
+//	{"journal":1,"base":7,"seq":8,"schema":1,"phase":"contract","writer":"ipamd v2","bootID":"...","savedAt":"...","changes":[{"key":K,"value":V},{"delete":{"key":K,"value":V}}],"crc32c":"1a2b3c4d"}
+//
+//	jq -c '{seq, changes: [.changes[] | .key // .delete.key]}' /var/run/mydaemon/state.json.journal
+//
+// base is the Seq of the file the line applies to and seq the Seq of the
+// state it makes; a put is the entry as the file would hold it, a delete
+// the entry it removes; the checksum is CRC-32C over the bytes of the line
+// before `,"crc32c"`. The file keeps its format, numbered 2 rather than 1
+// so that a phaseshift older than the journal refuses it (ErrNewerSchema)
+// instead of reading it without its journal. Load's Meta is the last
+// line's (Phase, Writer, BootID, Seq, SavedAt), with the file's Format and
+// Schema. The journal is folded into the file (compacted) by Save, by the
+// first commit over a file written without the journal (format 1), after
+// a Load that found anything but whole records that follow the file, after
+// a schema change or a failed write, and by the commit that would grow it
+// past a fifth of the file's size (at least 32 KiB).
 //
 // # Keys
 //
@@ -62,6 +86,50 @@
 //     power cut can bring the old file back after Save returned (renameio,
 //     for one, stops after the rename). A crash or power cut at any instant
 //     leaves the previous or the new checkpoint at the path, never a mix.
+//   - Durable appends (WithJournal). A commit that goes to the journal
+//     takes these steps: it checks that the lock is still this File's
+//     (as a save does), that the checkpoint the journal follows is still
+//     at its path and that the journal is as long as this File left it
+//     (if not, the commit writes the whole file instead); it opens the
+//     journal for appending (creating it exclusively if there is none),
+//     writes the line with one write(2), fsyncs the journal, closes it,
+//     and, for a journal it created, fsyncs the directory. The commit is
+//     acknowledged only then. If a step fails, the commit fails, the line
+//     is cut back off the journal (best effort: truncate and fsync), and
+//     the next commit writes the whole file. Commits run one at a time, so
+//     a crash or power cut leaves at most the last line incomplete.
+//   - Replay. Load reads the file, then the journal line by line: the last
+//     line, if it is incomplete or fails its checksum, is a commit that was
+//     never acknowledged: Load discards it, logs it and reports it
+//     (File.Journal().Torn, a *TornJournalError; package migrate puts it
+//     in Report.Errors) and goes on. Any other line that fails its
+//     checksum or its shape, a line whose base is above the file's Seq (an
+//     older file put back, say .prev by hand), a line out of sequence, a
+//     journal whose file is missing, is corruption: Load fails with
+//     ErrCorrupt, Save and Commit refuse (ErrUnreadable), and Quarantine
+//     moves the file and the journal aside together (path+".corrupt-<time>"
+//     and the same name + ".journal"). Lines whose base is below the
+//     file's Seq were folded into the file by a save that a crash stopped
+//     before it removed the journal: they are skipped. The entries of the
+//     lines are held to the file's rules (schema upgrades, unknown fields,
+//     WithValidate), and an entry that cannot be read is a bad entry whose
+//     older value in the file is not served either.
+//   - Compaction never replays a commit twice or loses one. A compaction
+//     is a save (temporary file, fsync, rename, fsync of the directory)
+//     of the whole state with the next Seq, after which the journal is
+//     removed. Until the rename is durable, the old file and the whole
+//     journal are there; after it, every line of the journal has a base
+//     below the new file's Seq and is skipped, whether or not the removal
+//     reached the disk. Quarantine removes the file, fsyncs the directory,
+//     then removes the journal: a crash between leaves a journal without
+//     its file, which Load reports as corrupt, never a file without its
+//     journal, which would load without the journal's commits.
+//   - Schema changes. Lines are appended only over a file written with the
+//     current schema and the journal's format, so every line has its
+//     file's schema; a binary with a newer schema upgrades the lines on
+//     replay as it does the file's entries (a delete carries the entry it
+//     deletes, so the upgrade finds the key it leads to), and its first
+//     commit rewrites the file in its own schema.
 //   - Nothing unread is overwritten. After a Load that failed for any
 //     reason but a missing file (ErrCorrupt, ErrNewerSchema, ErrOlderSchema,
 //     ErrBadEntry, a read error), Save and Commit refuse (ErrUnreadable)
@@ -86,7 +154,8 @@
 //     fsynced, as Open does), takes the lock at the path again and logs it,
 //     or fails with ErrLocked if another File took it meanwhile; and it
 //     refuses (ErrUnreadable) to replace a checkpoint another File wrote
-//     meanwhile until a Load has read it.
+//     meanwhile (or to append to, or fold away, a journal another File
+//     appended to) until a Load has read it.
 //   - Schema evolution. Entries written with an older schema are brought
 //     to the current one by the WithUpgrade functions, in order; a gap in
 //     the chain is an error at Open, not a surprise at Load. A file with a
@@ -105,10 +174,11 @@
 //
 // # Security
 //
-// The checkpoint, its .prev copy and the lock file are created 0600 (see
-// WithFileMode), and a directory Open (or a save, after the directory was
-// removed) creates is 0700, because values may hold secrets. Reads and the
-// lock open their files with O_NOFOLLOW, temporary files are created with
+// The checkpoint, its .prev copy, its journal and the lock file are
+// created 0600 (see WithFileMode), and a directory Open (or a save, after
+// the directory was removed) creates is 0700, because values may hold
+// secrets. Reads, the lock and the journal's appends open their files with
+// O_NOFOLLOW, temporary files are created with
 // O_EXCL|O_NOFOLLOW, and saves replace the checkpoint by rename, which
 // replaces a symlink instead of following it: a symlink planted at any
 // name this package uses is reported or replaced, never followed. The
@@ -143,14 +213,29 @@
 //     name cannot be told from another checkpoint's live temporary file.
 //   - Unknown fields are found by encoding/json: inside a type with its
 //     own UnmarshalJSON or UnmarshalText, that method decides.
-//   - A File serialises its own methods; it is not a database. Every save
-//     writes the whole file (Commit only saves encoding work), so the cost
-//     of a save grows with the number of entries.
+//   - A File serialises its own methods; it is not a database. Without
+//     WithJournal every save writes the whole file (Commit only saves
+//     encoding work), so the cost of a save grows with the number of
+//     entries. With it, a commit costs one fsync'd append, but the commit
+//     that compacts pays a whole save, and a Load replays up to a fifth of
+//     the file's size of journal.
+//   - The journal trusts its last line least: bit rot in the last
+//     acknowledged line looks like a torn write and is discarded (and
+//     reported), not refused.
+//   - A journal is never written beside a file another binary wrote
+//     without it: a phaseshift older than WithJournal refuses the file
+//     (format 2) rather than ignore the journal, so a downgrade to it
+//     needs one run of this version without WithJournal first, which
+//     folds the journal into a format-1 file at its first save.
 //   - Load returns the schema the file was written with in Meta.Schema
 //     even when it upgraded the entries.
 //   - .prev is never used automatically: it lacks the last write, so using
 //     it silently would lose acknowledged state. Restore it by hand when
 //     that is the lesser evil, with the phaseshift command
 //     (checkpoint/cmd/phaseshift: phaseshift restore-prev path), which takes
-//     the lock and keeps the replaced file, rather than cp.
+//     the lock and keeps the replaced file, rather than cp. Under
+//     WithJournal .prev is the file before the last compaction, and lacks
+//     every commit since; restore-prev moves the journal aside with the
+//     file it replaces, where a cp would leave a journal that follows
+//     another file (ErrCorrupt).
 package checkpoint

@@ -69,6 +69,7 @@ func Open[K comparable, V any](ctx context.Context, path string, opts ...Option)
 		prev:    path + ".prev",
 		prevTmp: filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".prev-tmp"),
 		lock:    path + ".lock",
+		journal: path + ".journal",
 		mode:    cfg.mode,
 		log:     cfg.logger,
 	}
@@ -94,13 +95,21 @@ func (f *File[K, V]) Path() string { return f.disk.path }
 // it was opened without WithBootID.
 func (f *File[K, V]) BootID() string { return f.c.bootID }
 
-// Size returns the size in bytes of the checkpoint as this File last read
-// it (Load, whether or not it could use what it read) or wrote it (Save,
-// Commit); 0 before either, when Load found no file, and after Quarantine.
+// Size returns the size in bytes of the checkpoint, its journal included,
+// as this File last read it (Load, whether or not it could use what it
+// read) or wrote it (Save, Commit); 0 before either, when Load found no
+// file, and after Quarantine.
 // It does not touch the disk and does not wait for a save in progress.
 func (f *File[K, V]) Size() int64 { return f.c.size.Load() }
 
-// Load reads and checks the checkpoint and returns it.
+// Journal returns what the checkpoint's journal (see WithJournal) held at
+// the last Load, torn record included, and what Commit appended since.
+// It does not touch the disk; it waits for a save in progress.
+func (f *File[K, V]) Journal() JournalStatus { return f.c.journal() }
+
+// Load reads and checks the checkpoint and returns it, with its journal,
+// if there is one, replayed over it (whether or not this File was opened
+// WithJournal; see the package documentation's Journal section).
 //
 // A missing file gives ErrNotExist (and an empty Snapshot). A file that is
 // not intact gives ErrCorrupt, one written by a newer binary ErrNewerSchema,
@@ -143,10 +152,13 @@ func (f *File[K, V]) Save(ctx context.Context, s Snapshot[K, V]) error {
 
 // Commit saves the checkpoint as it was last loaded or saved, with changes
 // applied in order; it writes the same file Save would, with the same
-// guarantees, but encodes only the changed entries. If the write fails,
-// neither the file nor what Commit applies to next changes. An entry that
-// cannot be written fails Commit with an *EncodeError whose Index is the
-// position of its change.
+// guarantees, but encodes only the changed entries. With WithJournal it
+// appends the changes to the journal instead and fsyncs it, and writes the
+// whole file only to compact the journal (see the package documentation's
+// Journal section). If the write fails, neither what is on disk (as far as
+// the write protocol can undo it) nor what Commit applies to next changes.
+// An entry that cannot be written fails Commit with an *EncodeError whose
+// Index is the position of its change.
 func (f *File[K, V]) Commit(ctx context.Context, m Meta, changes []Change[K, V]) error {
 	return f.c.commit(ctx, m, changes)
 }
@@ -172,6 +184,7 @@ type disk struct {
 	prev    string
 	prevTmp string
 	lock    string
+	journal string
 	mode    fs.FileMode
 	log     *zap.Logger
 	held    fsys.Lock // the lock on path+".lock"; nil once released
@@ -327,13 +340,30 @@ func (d *disk) sameFile(last onDisk) error {
 	}
 	p, perr := parse(data)
 	if perr == nil && last.exists && p.meta.Seq == last.seq && p.meta.SavedAt.Equal(last.savedAt) {
-		return nil
+		return d.sameJournal(last)
 	}
 	if perr != nil {
 		// perr's text never quotes the file (see corrupt).
 		return fmt.Errorf("%w: while this File's lock file was gone, another process wrote a file that is not a readable checkpoint (%w; this File last read or wrote seq %d)", errTakenOver, perr, last.seq)
 	}
 	return fmt.Errorf("%w: while this File's lock file was gone, another process wrote seq %d (this File last read or wrote seq %d)", errTakenOver, p.meta.Seq, last.seq)
+}
+
+// sameJournal returns an error wrapping errTakenOver unless the journal is
+// as long as last says this File left it: another File may have appended
+// to it, without touching the file, while this File's lock file was gone.
+func (d *disk) sameJournal(last onDisk) error {
+	if last.journal < 0 {
+		return nil // not known exactly: the next write rewrites the file
+	}
+	j, err := d.fs.ReadFile(d.journal)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return pathError("save: read", d.journal, err)
+	}
+	if int64(len(j)) != last.journal {
+		return fmt.Errorf("%w: while this File's lock file was gone, another process wrote the journal (%d bytes; this File left %d)", errTakenOver, len(j), last.journal)
+	}
+	return nil
 }
 
 // removeLeftovers removes the temporary files of saves of this checkpoint
@@ -473,35 +503,71 @@ func (d *disk) quarantine() (string, error) {
 		return "", err
 	}
 	base := d.path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
-	dst := base
-	// Link, unlike rename, fails instead of replacing an earlier
-	// quarantined file that happens to have the same name.
-	for i := 1; ; i++ {
-		err := d.fs.Link(d.path, dst)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", err
-		}
-		if !errors.Is(err, fs.ErrExist) || i > 100 {
-			return "", pathError("quarantine: link", d.path, err)
-		}
-		dst = fmt.Sprintf("%s-%d", base, i)
+	dst, hasFile, err := d.linkAside(d.path, base, "")
+	if err != nil {
+		return "", err
 	}
-	// The new name must be durable before the old one goes: a file system
+	// The journal goes with its file, under the same name + ".journal".
+	jbase := base
+	if hasFile {
+		jbase = dst
+	}
+	jdst, hasJournal, err := d.linkAside(d.journal, jbase, ".journal")
+	if err != nil {
+		return "", err
+	}
+	if !hasFile && !hasJournal {
+		return "", fs.ErrNotExist
+	}
+	if !hasFile {
+		dst = jdst
+	}
+	// The new names must be durable before the old ones go: a file system
 	// may persist directory changes in any order without an fsync, and
 	// the quarantined file may be the only copy of state nobody has read.
 	if err := d.fs.SyncDir(d.dir); err != nil {
 		return "", pathError("quarantine: fsync directory", d.dir, err)
 	}
-	if err := d.fs.Remove(d.path); err != nil {
-		return "", pathError("quarantine: remove", d.path, err)
-	}
-	if err := d.fs.SyncDir(d.dir); err != nil {
-		return "", pathError("quarantine: fsync directory", d.dir, err)
+	// The file goes first, durably, and the journal after it: a crash in
+	// between leaves a journal without its file, which Load reports as
+	// corrupt, never a file without its journal, which would load without
+	// the journal's commits.
+	for _, p := range []struct {
+		name string
+		has  bool
+	}{{d.path, hasFile}, {d.journal, hasJournal}} {
+		if !p.has {
+			continue
+		}
+		if err := d.fs.Remove(p.name); err != nil {
+			return "", pathError("quarantine: remove", p.name, err)
+		}
+		if err := d.fs.SyncDir(d.dir); err != nil {
+			return "", pathError("quarantine: fsync directory", d.dir, err)
+		}
 	}
 	return dst, nil
+}
+
+// linkAside links name to base+suffix, or to base+"-<n>"+suffix when that
+// is taken, and says where; it reports false when there is no name.
+func (d *disk) linkAside(name, base, suffix string) (string, bool, error) {
+	dst := base + suffix
+	// Link, unlike rename, fails instead of replacing an earlier
+	// quarantined file that happens to have the same name.
+	for i := 1; ; i++ {
+		err := d.fs.Link(name, dst)
+		if err == nil {
+			return dst, true, nil
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", false, nil
+		}
+		if !errors.Is(err, fs.ErrExist) || i > 100 {
+			return "", false, pathError("quarantine: link", name, err)
+		}
+		dst = fmt.Sprintf("%s-%d%s", base, i, suffix)
+	}
 }
 
 func (d *disk) close() error {

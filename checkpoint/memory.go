@@ -17,7 +17,9 @@ import (
 // write; only the bytes stay in memory and there is no lock. Reopen and
 // Bytes let a test play a restart and look at what was saved; package
 // checkpointtest injects faults (failing or slow saves, a corrupt, torn or
-// newer-schema file, a file lost to a reboot) and counts saves.
+// newer-schema file, a file lost to a reboot) and counts saves. Opened
+// WithJournal (through Reopen), it keeps a journal as File does, which
+// checkpointtest.Journal and SetJournal read and replace.
 //
 // All methods are safe for concurrent use.
 type Memory[K comparable, V any] struct {
@@ -99,6 +101,9 @@ func (m *Memory[K, V]) BootID() string { return m.c.bootID }
 // Size is File.Size.
 func (m *Memory[K, V]) Size() int64 { return m.c.size.Load() }
 
+// Journal is File.Journal.
+func (m *Memory[K, V]) Journal() JournalStatus { return m.c.journal() }
+
 // Bytes returns a copy of the file, or nil if there is none.
 func (m *Memory[K, V]) Bytes() []byte {
 	m.mem.mu.Lock()
@@ -117,6 +122,9 @@ type memBackend struct {
 	exists      bool
 	prev        []byte
 	quarantined [][]byte
+	journal     []byte // path+".journal" of a File (WithJournal)
+	jexists     bool
+	qjournals   [][]byte // journals moved aside with their files
 	saves       int
 	failN       int // saves still to fail; < 0: every one
 	failErr     error
@@ -138,18 +146,8 @@ func (b *memBackend) read() ([]byte, error) {
 func (b *memBackend) replace(data []byte, last onDisk) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.failN != 0 {
-		if b.failN > 0 {
-			b.failN--
-		}
-		err := b.failErr
-		if err == nil {
-			err = fmt.Errorf("injected save failure")
-		}
-		return pathError("save: write", b.name(), err)
-	}
-	if b.latency > 0 {
-		time.Sleep(b.latency)
+	if err := b.injected("save: write"); err != nil {
+		return err
 	}
 	if last.exists && b.exists {
 		b.prev = b.data
@@ -159,15 +157,75 @@ func (b *memBackend) replace(data []byte, last onDisk) error {
 	return nil
 }
 
+// injected fails a save (or an append) as FailSaves asked, or delays it as
+// SetSaveLatency did. The caller holds mu.
+func (b *memBackend) injected(step string) error {
+	if b.failN != 0 {
+		if b.failN > 0 {
+			b.failN--
+		}
+		err := b.failErr
+		if err == nil {
+			err = fmt.Errorf("injected save failure")
+		}
+		return pathError(step, b.name(), err)
+	}
+	if b.latency > 0 {
+		time.Sleep(b.latency)
+	}
+	return nil
+}
+
 func (b *memBackend) quarantine() (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.exists {
+	if !b.exists && !b.jexists {
 		return "", fs.ErrNotExist
+	}
+	if b.jexists {
+		b.qjournals = append(b.qjournals, b.journal)
+		b.journal, b.jexists = nil, false
+	}
+	if !b.exists {
+		return fmt.Sprintf("memory.journal.corrupt-%d", len(b.qjournals)), nil
 	}
 	b.quarantined = append(b.quarantined, b.data)
 	b.data, b.exists = nil, false
 	return fmt.Sprintf("memory.corrupt-%d", len(b.quarantined)), nil
+}
+
+func (b *memBackend) journalName() string { return "memory.journal" }
+
+func (b *memBackend) readJournal() ([]byte, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.jexists {
+		return nil, fs.ErrNotExist
+	}
+	return bytes.Clone(b.journal), nil
+}
+
+// appendJournal keeps File's rules: no append without the file, or to a
+// journal that is not as long as the core knows it.
+func (b *memBackend) appendJournal(rec []byte, at int64, _ onDisk) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.exists || (at == 0 && b.jexists) || (at > 0 && (!b.jexists || int64(len(b.journal)) != at)) {
+		return errRewrite
+	}
+	if err := b.injected("commit: journal write"); err != nil {
+		return err
+	}
+	b.journal, b.jexists = append(b.journal, rec...), true
+	b.saves++
+	return nil
+}
+
+func (b *memBackend) removeJournal() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.journal, b.jexists = nil, false
+	return nil
 }
 
 func (b *memBackend) close() error { return nil }
@@ -208,6 +266,27 @@ func (f memFile[K, V]) Edit(fn func(data []byte) []byte) {
 		}
 		out := fn(in)
 		b.data, b.exists = bytes.Clone(out), out != nil
+		f.m.c.state = stateUnknown
+	})
+}
+
+func (f memFile[K, V]) Journal() (j []byte) {
+	f.locked(func(b *memBackend) {
+		if b.jexists {
+			j = append([]byte{}, b.journal...)
+		}
+	})
+	return j
+}
+
+func (f memFile[K, V]) EditJournal(fn func(data []byte) []byte) {
+	f.locked(func(b *memBackend) {
+		var in []byte
+		if b.jexists {
+			in = append([]byte{}, b.journal...)
+		}
+		out := fn(in)
+		b.journal, b.jexists = bytes.Clone(out), out != nil
 		f.m.c.state = stateUnknown
 	})
 }

@@ -47,6 +47,7 @@ type config struct {
 	dropUnknown bool    // WithDropUnknownFields
 	validate    any     // WithValidate's func(K, V) error; checked against K and V by validatorFor
 	fs          fsys.FS // the file system under a File; nil means fsys.OS (see withFS)
+	journal     bool    // WithJournal
 }
 
 func defaultConfig() config {

@@ -247,12 +247,13 @@ func TestNewerFormatRefused(t *testing.T) {
 	require.NoError(t, m.Save(ctx, checkpoint.Snapshot[string, int]{Entries: map[string]int{"a": 1}}))
 	data := string(m.Bytes())
 	require.True(t, strings.HasPrefix(data, "{\n  \"format\": 1,"))
-	// Reseal a format-2 header, as a future writer would produce it.
-	body := strings.Replace(data[:strings.Index(data, "  \"checksum\"")], `"format": 1`, `"format": 2`, 1)
+	// Reseal a format-3 header, as a future writer would produce it
+	// (format 2 is format 1 written WithJournal).
+	body := strings.Replace(data[:strings.Index(data, "  \"checksum\"")], `"format": 1`, `"format": 3`, 1)
 	checkpointtest.SetBytes(m, []byte(body+sealFor(body)))
 	_, err := m.Load(ctx)
 	require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
-	assert.Contains(t, err.Error(), "file format is 2")
+	assert.Contains(t, err.Error(), "file format is 3")
 }
 
 func TestOlderSchemaWithoutUpgrade(t *testing.T) {

@@ -37,12 +37,13 @@ type (
 )
 
 // benchStore returns a Store in phase 3 (the checkpoint only, like the
-// ipamd pattern) restored from a file of n entries.
-func benchStore(b *testing.B, n int) (*migrate.Store[bkey, bval], string) {
+// ipamd pattern) restored from a file of n entries, its checkpoint opened
+// with opts.
+func benchStore(b *testing.B, n int, opts ...checkpoint.Option) (*migrate.Store[bkey, bval], string) {
 	b.Helper()
 	ctx := context.Background()
 	path := writeFile(b, n)
-	f, err := checkpoint.Open[bkey, bval](ctx, path)
+	f, err := checkpoint.Open[bkey, bval](ctx, path, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -208,11 +209,11 @@ type run struct {
 	ours, limit, ipamd benchref.Clock
 }
 
-// start sets a run up and starts the timer.
-func start(b *testing.B, n int) *run {
+// start sets a run up and starts the timer; opts open the checkpoint.
+func start(b *testing.B, n int, opts ...checkpoint.Option) *run {
 	b.Helper()
 	r := &run{ref: newRefs(b, n)}
-	r.s, r.path = benchStore(b, n)
+	r.s, r.path = benchStore(b, n, opts...)
 	warm(b, r.s, n)
 	r.seq0 = seqOf(b, r.path)
 	b.ReportAllocs()
@@ -313,35 +314,17 @@ func BenchmarkUpdate10(b *testing.B) {
 // records it, here for a pod whose old allocation it replaces so that the
 // state keeps n entries. With many writers, the Updates are group
 // committed. The ipamd pattern makes one mutation per allocation.
-func BenchmarkAllocate(b *testing.B) {
+func BenchmarkAllocate(b *testing.B) { benchmarkAllocate(b) }
+
+// benchmarkAllocate is BenchmarkAllocate with the checkpoint opened with
+// opts.
+func benchmarkAllocate(b *testing.B, opts ...checkpoint.Option) {
 	for _, n := range []int{1000} {
 		for _, w := range []int{1, 64} {
 			b.Run(fmt.Sprintf("entries=%d/writers=%d", n, w), func(b *testing.B) {
 				ctx := context.Background()
-				r := start(b, n)
-				alloc := func(i int) error {
-					return r.s.Update(ctx, func(tx *migrate.Tx[bkey, bval]) error {
-						k := benchref.KeyOf(i % n)
-						tx.Delete(k)
-						// The pool is 10.0.0.0/16, as a bitmap: the lowest
-						// free address wins.
-						var used [1 << 16]bool
-						for _, v := range tx.All() {
-							for _, ip := range v.IPs {
-								if a := ip.As4(); a[0] == 10 && a[1] == 0 {
-									used[int(a[2])<<8|int(a[3])] = true
-								}
-							}
-						}
-						free := 0
-						for used[free] {
-							free++
-						}
-						ip := netip.AddrFrom4([4]byte{10, 0, byte(free >> 8), byte(free)})
-						tx.Put(k, bval{IPs: []netip.Addr{ip}, Allocated: time.Unix(int64(i), 0).UTC()})
-						return nil
-					})
-				}
+				r := start(b, n, opts...)
+				alloc := func(i int) error { return r.s.Update(ctx, allocateUpdate(i, n)) }
 				if w == 1 {
 					for i := 0; i < b.N; i++ {
 						if err := r.ours.Run(func() error { return alloc(i) }); err != nil {
@@ -362,6 +345,33 @@ func BenchmarkAllocate(b *testing.B) {
 				r.finish(b, 1)
 			})
 		}
+	}
+}
+
+// allocateUpdate is the i-th allocation's Update: it finds a free address among
+// the entries (through Tx.All) and records it, for a pod whose old
+// allocation it replaces so that the state keeps n entries.
+func allocateUpdate(i, n int) func(tx *migrate.Tx[bkey, bval]) error {
+	return func(tx *migrate.Tx[bkey, bval]) error {
+		k := benchref.KeyOf(i % n)
+		tx.Delete(k)
+		// The pool is 10.0.0.0/16, as a bitmap: the lowest free address
+		// wins.
+		var used [1 << 16]bool
+		for _, v := range tx.All() {
+			for _, ip := range v.IPs {
+				if a := ip.As4(); a[0] == 10 && a[1] == 0 {
+					used[int(a[2])<<8|int(a[3])] = true
+				}
+			}
+		}
+		free := 0
+		for used[free] {
+			free++
+		}
+		ip := netip.AddrFrom4([4]byte{10, 0, byte(free >> 8), byte(free)})
+		tx.Put(k, bval{IPs: []netip.Addr{ip}, Allocated: time.Unix(int64(i), 0).UTC()})
+		return nil
 	}
 }
 

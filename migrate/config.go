@@ -14,7 +14,7 @@ import (
 // Checkpoint is the checkpoint side of a Store: what checkpoint.File and
 // checkpoint.Memory provide. A Store uses these optional capabilities,
 // which package checkpoint defines, when the value has them (File and
-// Memory have all four):
+// Memory have all five):
 //
 //   - checkpoint.Committer saves only what a write changed, instead of
 //     building a whole Snapshot per write;
@@ -24,6 +24,9 @@ import (
 //     records no boot is kept. File and Memory give one when opened with
 //     checkpoint.WithBootID;
 //   - checkpoint.Sizer gives Stats.CheckpointBytes;
+//   - checkpoint.JournalReporter tells Restore of a torn journal record
+//     that Load discarded (checkpoint.WithJournal), which it reports in
+//     Report.Errors;
 //   - io.Closer is called by Store.Close.
 //
 // A wrapper around a File (a fake, an instrumented checkpoint) that does

@@ -56,8 +56,12 @@ type Report[K comparable] struct {
 	LegacyWrites int    // writes restore made to bring a legacy the Store writes in line with what is served
 	Quarantined  string // where an unreadable checkpoint was moved; "" if none
 
-	CheckpointRewritten bool    // the checkpoint was saved before Restore returned
-	Errors              []error // what could not be read, and was skipped or set aside
+	CheckpointRewritten bool // the checkpoint was saved before Restore returned
+	// Errors is what could not be read, and was skipped or set aside; it
+	// includes a torn last record of the checkpoint's journal that Load
+	// discarded (a *checkpoint.TornJournalError, a commit a crash cut
+	// short), which stops nothing, Strict or not.
+	Errors []error
 }
 
 // Shadow compares the served state with a side that was read only to

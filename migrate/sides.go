@@ -84,6 +84,13 @@ func (s *Store[K, V]) readCheckpoint(ctx context.Context, r *Report[K]) (ckptVie
 	if c.aside != nil {
 		r.Errors = append(r.Errors, c.aside)
 	}
+	// A torn last journal record was a commit that was never acknowledged:
+	// nothing served is missing, but what a crash cut short is reported.
+	if jr, ok := s.cfg.Checkpoint.(checkpoint.JournalReporter); ok && c.usable {
+		if torn := jr.Journal().Torn; torn != nil {
+			r.Errors = append(r.Errors, torn)
+		}
+	}
 	s.judgeCheckpoint(&c, r)
 	return c, nil
 }

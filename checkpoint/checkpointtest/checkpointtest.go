@@ -9,7 +9,7 @@
 // Every function acts on the in-memory file under m, which the handles
 // Reopen made from m (and m from another) share: a fault injected through
 // one handle is seen by all of them. A change to the file's bytes
-// (SetBytes, Remove, Corrupt, Tear, SetSchema) makes m, the handle it went
+// (SetBytes, Remove, Corrupt, Tear, SetSchema, SetJournal) makes m, the handle it went
 // through, read the file again before its next save, as a File would after
 // a failed Load, so that m refuses to overwrite a file it cannot read.
 //
@@ -143,4 +143,22 @@ func Reopen[K comparable, V any](t TestingT, m *checkpoint.Memory[K, V], opts ..
 		t.Fatalf("checkpointtest: reopening the in-memory checkpoint: %v", err)
 	}
 	return r
+}
+
+// Journal returns a copy of the journal beside the file under m (see
+// checkpoint.WithJournal), or nil if there is none.
+func Journal[K comparable, V any](m *checkpoint.Memory[K, V]) []byte {
+	return memfile.Of(m).Journal()
+}
+
+// SetJournal replaces the journal beside the file with a copy of data (nil
+// removes it), as a crash or another program might have left it. m's next
+// Load replays it.
+func SetJournal[K comparable, V any](m *checkpoint.Memory[K, V], data []byte) {
+	memfile.Of(m).EditJournal(func([]byte) []byte {
+		if data == nil {
+			return nil
+		}
+		return append([]byte{}, data...)
+	})
 }

@@ -13,8 +13,9 @@
 //
 // The seam is as narrow as the checkpoint's write protocol needs, not a
 // general file-system abstraction: whole-file reads, exclusive creation of
-// temporary files, rename, link, remove, directory fsync and an advisory
-// lock that can tell when its file was removed.
+// temporary files, appends (for the journal), rename, link, remove,
+// directory fsync and an advisory lock that can tell when its file was
+// removed.
 //
 // Temporary files are named by [TempName], and only [TempOf] recognises
 // them: the name is this module's, not a dependency's, so cleanup never
@@ -83,6 +84,23 @@ type FS interface {
 	// perm, without waiting; it returns ErrWouldBlock when the lock is
 	// held. The lock lasts until it is unlocked or the process dies.
 	TryLock(name string, perm fs.FileMode) (Lock, error)
+	// OpenAppend opens name for appending, without following a symlink.
+	// With create, name must not exist (fs.ErrExist otherwise) and is
+	// created with permissions exactly perm; without, it must exist
+	// (fs.ErrNotExist otherwise).
+	OpenAppend(name string, perm fs.FileMode, create bool) (AppendFile, error)
+	// Exists reports whether anything (a symlink included) is at name.
+	Exists(name string) (bool, error)
+}
+
+// AppendFile is a file opened by [FS.OpenAppend]: every Write goes to its
+// end.
+type AppendFile interface {
+	File
+	// Size returns the file's current size.
+	Size() (int64, error)
+	// Truncate cuts the file to size bytes.
+	Truncate(size int64) error
 }
 
 // The name of a temporary file is "." + the target's base name + tempInfix
@@ -213,6 +231,48 @@ func (OS) SyncDir(dir string) error {
 		return err
 	}
 	return d.Close()
+}
+
+// OpenAppend opens name with O_APPEND|O_NOFOLLOW, and with create
+// O_CREAT|O_EXCL, setting the permissions to perm exactly, whatever the
+// umask, as CreateExcl does.
+func (OS) OpenAppend(name string, perm fs.FileMode, create bool) (AppendFile, error) {
+	flag := os.O_WRONLY | os.O_APPEND | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	if create {
+		flag |= os.O_CREATE | os.O_EXCL
+	}
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	if create {
+		if err := f.Chmod(perm); err != nil {
+			f.Close()
+			_ = os.Remove(name)
+			return nil, err
+		}
+	}
+	return osAppend{f}, nil
+}
+
+// osAppend is an os.File opened for appending.
+type osAppend struct{ *os.File }
+
+func (f osAppend) Size() (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+// Exists calls os.Lstat.
+func (OS) Exists(name string) (bool, error) {
+	_, err := os.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // TryLock takes flock(LOCK_EX|LOCK_NB) on name. flock locks belong to the

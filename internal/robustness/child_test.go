@@ -28,6 +28,7 @@ const (
 	envSeed     = "PHASESHIFT_ROBUSTNESS_SEED"
 	envWorkers  = "PHASESHIFT_ROBUSTNESS_WORKERS"
 	envLockWait = "PHASESHIFT_ROBUSTNESS_LOCK_WAIT"
+	envJournal  = "PHASESHIFT_ROBUSTNESS_JOURNAL" // "1": the checkpoint is opened WithJournal
 )
 
 // Exit codes of the writer child.
@@ -173,7 +174,11 @@ func writerChild() int {
 	}
 
 	// The checkpoint's lock first: it decides who owns the node's state.
-	cp, err := checkpoint.Open[string, string](lockCtx, statePath(dir))
+	var opts []checkpoint.Option
+	if os.Getenv(envJournal) == "1" {
+		opts = append(opts, checkpoint.WithJournal())
+	}
+	cp, err := checkpoint.Open[string, string](lockCtx, statePath(dir), opts...)
 	if errors.Is(err, checkpoint.ErrLocked) {
 		fmt.Println("locked:", err)
 		return exitLocked

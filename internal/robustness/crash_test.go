@@ -62,7 +62,9 @@ func crashSeed(t *testing.T) uint64 {
 //
 // Phases 1, 2 and 3 each run alone, and "rolling" moves between them at
 // random (1↔2↔3, a step at a time), so that restores after upgrades and
-// downgrades are killed too (phase 2 after 3 heals the stale legacy).
+// downgrades are killed too (phase 2 after 3 heals the stale legacy). The
+// "+journal" modes do the same with the checkpoint opened WithJournal, so
+// that kills land during appends, compactions and replays.
 //
 // How I checked that it has teeth (each breakage made locally, seen to
 // fail, reverted):
@@ -75,6 +77,10 @@ func crashSeed(t *testing.T) uint64 {
 //     writing it, instead of temp file and rename): every mode fails
 //     within a few kills with "the checkpoint does not load: ...
 //     checkpoint is corrupt: the file is empty".
+//   - Replaying a journal without its last record (checkpoint/journal.go's
+//     replay taking every last line for a torn one): phase3+journal fails
+//     at the first kill with "checkpoint file: w1k2: has "", want
+//     "r0.w1.i43" (acknowledged)".
 //   - Not bringing legacy in line at phase 2's restore (migrate/restore.go):
 //     phase2 and rolling fail within a few kills with "legacy file: w0k3:
 //     has "", want "r0.w0.i12" (acknowledged)".
@@ -90,7 +96,9 @@ func TestKillWriter(t *testing.T) {
 		}
 	}
 	seed := crashSeed(t)
-	modes := []string{"phase1", "phase2", "phase3", "rolling"}
+	// The "+journal" modes open the checkpoint WithJournal: commits append
+	// to its journal, which every few hundred commits is compacted.
+	modes := []string{"phase1", "phase2", "phase3", "rolling", "phase3+journal", "rolling+journal"}
 	for mi, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			n := kills / len(modes)
@@ -98,6 +106,7 @@ func TestKillWriter(t *testing.T) {
 				n++
 			}
 			h := newHarness(t, seed+uint64(mi))
+			mode, h.journal = strings.CutSuffix(mode, "+journal")
 			rng := rand.New(rand.NewPCG(seed, uint64(mi)))
 			phase := migrate.PhaseExpand
 			if mode != "rolling" {
@@ -215,8 +224,9 @@ func countOwners(t *testing.T, cs ...*child) int {
 // harness is the parent's side: the node's directory and the reference
 // state the children must keep.
 type harness struct {
-	dir  string
-	seed uint64
+	dir     string
+	seed    uint64
+	journal bool // children open the checkpoint WithJournal
 
 	state   map[string]string // served by the last restore, with the acknowledged writes since
 	pending []workOp          // writes in flight at the last kill after a restore
@@ -273,6 +283,9 @@ func (h *harness) start(t *testing.T, run int, phase migrate.Phase, lockWait str
 		envRole+"=writer", envDir+"="+h.dir, envPhase+"="+strconv.Itoa(int(phase)),
 		envRun+"="+strconv.Itoa(run), envSeed+"="+strconv.FormatUint(h.seed, 10),
 		envWorkers+"="+strconv.Itoa(crashWorkers), envLockWait+"="+lockWait)
+	if h.journal {
+		c.cmd.Env = append(c.cmd.Env, envJournal+"=1")
+	}
 	c.cmd.Stderr = &c.stderr
 	out, err := c.cmd.StdoutPipe()
 	require.NoError(t, err)

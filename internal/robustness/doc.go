@@ -3,10 +3,12 @@
 // cut under a real checkpoint.File (through the internal/fsys seam).
 //
 // The tests drive the real packages end to end: writer processes killed
-// with SIGKILL and restarted (TestKillWriter, TestLockOneOwner), power cut
-// before every file-system call of a save (TestPowerCut), faults on each
-// step of Save and Load under a Store (TestSaveFaultsThroughTheStore,
-// TestLoadFaultsThroughTheStore), configuration mistakes, values that
+// with SIGKILL and restarted (TestKillWriter, TestLockOneOwner, with and
+// without the checkpoint's journal), power cut before every file-system
+// call of a save, of a journal append and of a compaction (TestPowerCut),
+// faults on each step of Save and Load under a Store
+// (TestSaveFaultsThroughTheStore, TestLoadFaultsThroughTheStore,
+// TestJournalFaultsThroughTheStore), configuration mistakes, values that
 // cannot be encoded, random operation sequences against a map model
 // (FuzzStoreOps), arbitrary checkpoint bytes, legacy lists and options at
 // Restore against a model of the restore rules written from migrate's docs

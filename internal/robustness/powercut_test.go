@@ -65,16 +65,24 @@ func TestPowerCut(t *testing.T) {
 // find acknowledged saves lost or torn files.
 func TestPowerCutCheckerCatchesMissingFsync(t *testing.T) {
 	for _, variant := range []struct {
-		name  string
-		set   func(*robustness.PowerFS)
-		model string // a model in which the loss must show
-		want  string
+		name     string
+		set      func(*robustness.PowerFS)
+		model    string // a model in which the loss must show
+		want     string
+		scenario string // "": the first
 	}{
-		{"no directory fsync", func(p *robustness.PowerFS) { p.NoDirSync = true }, "drop", "want"},
-		{"no file fsync", func(p *robustness.PowerFS) { p.NoFileSync = true }, "half", "corrupt"},
+		{"no directory fsync", func(p *robustness.PowerFS) { p.NoDirSync = true }, "drop", "want", ""},
+		{"no file fsync", func(p *robustness.PowerFS) { p.NoFileSync = true }, "half", "corrupt", ""},
+		{"journal: no directory fsync", func(p *robustness.PowerFS) { p.NoDirSync = true }, "drop", "want", "journal: appends, compaction, save"},
+		{"journal: no file fsync", func(p *robustness.PowerFS) { p.NoFileSync = true }, "drop", "corrupt", "journal: appends, compaction, save"},
 	} {
 		t.Run(variant.name, func(t *testing.T) {
 			sc := powerScenarios()[0]
+			for _, s := range powerScenarios() {
+				if s.name == variant.scenario {
+					sc = s
+				}
+			}
 			violations := runPowerScenario(t, sc, variant.set)
 			require.NotEmpty(t, violations, "the checker found nothing wrong with a file system that skips an fsync")
 			found := false
@@ -92,6 +100,7 @@ func TestPowerCutCheckerCatchesMissingFsync(t *testing.T) {
 type pcState struct {
 	exists  bool
 	garbage bool // the unreadable file the scenario started with
+	orphan  bool // a journal without its file, which Load reports as corrupt
 	seq     uint64
 	entries map[string]string
 }
@@ -100,10 +109,19 @@ func (s pcState) String() string {
 	switch {
 	case s.garbage:
 		return "the original unreadable file"
+	case s.orphan:
+		return "a journal without its file"
 	case !s.exists:
 		return "no file"
 	}
-	return fmt.Sprintf("seq %d %v", s.seq, s.entries)
+	short := make(map[string]string, len(s.entries))
+	for k, v := range s.entries {
+		if len(v) > 20 {
+			v = fmt.Sprintf("<%d bytes>", len(v))
+		}
+		short[k] = v
+	}
+	return fmt.Sprintf("seq %d %v", s.seq, short)
 }
 
 // pcEnv is what a scenario's steps work on.
@@ -111,6 +129,7 @@ type pcEnv struct {
 	ctx  context.Context
 	fs   *robustness.PowerFS // under the checkpoint (fsystest.WithFS)
 	path string
+	opts []checkpoint.Option // the scenario's, for Open
 	f    *checkpoint.File[string, string]
 }
 
@@ -124,7 +143,11 @@ type powerScenario struct {
 	name    string
 	rel     string // the checkpoint's path below the root
 	garbage []byte // if set, the checkpoint starts as this unreadable, durable file
-	steps   []pcStep
+	// If set, the checkpoint starts as the durable file base with this
+	// durable journal, which makes it unreadable.
+	base, garbageJournal []byte
+	opts                 []checkpoint.Option // for every Open of the scenario
+	steps                []pcStep
 }
 
 const powerRoot = "/power"
@@ -140,7 +163,7 @@ func snap(seq uint64, kv ...string) pcState {
 func powerScenarios() []powerScenario {
 	open := func(wantLoad error) func(e *pcEnv) error {
 		return func(e *pcEnv) error {
-			f, err := checkpoint.Open[string, string](e.ctx, e.path, fsystest.WithFS(e.fs))
+			f, err := checkpoint.Open[string, string](e.ctx, e.path, append([]checkpoint.Option{fsystest.WithFS(e.fs)}, e.opts...)...)
 			if err != nil {
 				return err
 			}
@@ -184,7 +207,8 @@ func powerScenarios() []powerScenario {
 		}
 	}
 	absent := pcState{}
-	return []powerScenario{
+	scenarios := journalScenarios(open, save, commit, put, del, rm)
+	return append([]powerScenario{
 		{
 			// The checkpoint removed under the open File: the next
 			// commit writes it again, as durably as any save.
@@ -254,7 +278,7 @@ func powerScenarios() []powerScenario {
 				{"commit", commit(put("y", "2")), snap(2, "x", "1", "y", "2")},
 			},
 		},
-	}
+	}, scenarios...)
 }
 
 // runPowerScenario cuts the power before every call of sc and returns every
@@ -271,10 +295,14 @@ func runPowerScenario(t *testing.T, sc powerScenario, set func(*robustness.Power
 		if sc.garbage != nil {
 			require.NoError(t, p.WriteDurable(filepath.Join(powerRoot, sc.rel), sc.garbage, 0o600))
 		}
+		if sc.garbageJournal != nil {
+			require.NoError(t, p.WriteDurable(filepath.Join(powerRoot, sc.rel), sc.base, 0o600))
+			require.NoError(t, p.WriteDurable(filepath.Join(powerRoot, sc.rel+".journal"), sc.garbageJournal, 0o600))
+		}
 		return p
 	}
 	initial := pcState{}
-	if sc.garbage != nil {
+	if sc.garbage != nil || sc.garbageJournal != nil {
 		initial = pcState{garbage: true}
 	}
 	states := []pcState{initial}
@@ -304,6 +332,14 @@ func runPowerScenario(t *testing.T, sc powerScenario, set func(*robustness.Power
 		allowed := []pcState{states[acked]}
 		if inflight {
 			allowed = append(allowed, states[acked+1])
+			// A step that removes the checkpoint (Quarantine, an
+			// operator's rm) removes its journal after it, never
+			// before: a cut in between leaves a journal without its
+			// file, which Load reports as corrupt rather than serve
+			// the file without the journal's commits.
+			if !states[acked+1].exists && !states[acked+1].garbage {
+				allowed = append(allowed, pcState{orphan: true})
+			}
 		}
 		for _, model := range survivalModels(t, p, set == nil) {
 			im := p.Image(model.s, model.choice)
@@ -355,7 +391,7 @@ func run(t *testing.T, p *robustness.PowerFS, sc powerScenario, cut int) (acked 
 	if cut >= 0 {
 		p.CutAt(cut)
 	}
-	e := &pcEnv{ctx: context.Background(), fs: p, path: filepath.Join(powerRoot, sc.rel)}
+	e := &pcEnv{ctx: context.Background(), fs: p, path: filepath.Join(powerRoot, sc.rel), opts: sc.opts}
 	defer func() {
 		if e.f != nil {
 			_ = e.f.Close()
@@ -379,7 +415,7 @@ func checkImage(dir string, sc powerScenario, states []pcState, allowed []pcStat
 	var v []string
 	ctx := context.Background()
 	path := filepath.Join(dir, sc.rel)
-	got, err := loadState(ctx, path, sc.garbage)
+	got, err := loadState(ctx, path, sc)
 	if err != nil {
 		return []string{err.Error()}
 	}
@@ -418,15 +454,23 @@ func checkImage(dir string, sc powerScenario, states []pcState, allowed []pcStat
 
 	// A file moved aside is kept, under its own name or the quarantine
 	// name: the only copy of state nobody has read must never be lost.
-	if sc.garbage != nil {
+	for _, lost := range []struct{ name, suffix, what string }{
+		{"the unreadable file", "", string(sc.garbage)},
+		{"the unreadable journal", ".journal", string(sc.garbageJournal)},
+		{"the file of the unreadable journal", "", string(sc.base)},
+	} {
+		if lost.what == "" {
+			continue
+		}
 		names, _ := filepath.Glob(path + ".corrupt-*")
-		found := got.garbage
+		names = append(names, path+lost.suffix)
+		found := false
 		for _, n := range names {
 			b, _ := os.ReadFile(n)
-			found = found || bytes.Equal(b, sc.garbage)
+			found = found || string(b) == lost.what
 		}
 		if !found {
-			v = append(v, "the unreadable file is gone: neither at its path nor quarantined")
+			v = append(v, lost.name+" is gone: neither at its path nor quarantined")
 		}
 	}
 	return v
@@ -434,7 +478,7 @@ func checkImage(dir string, sc powerScenario, states []pcState, allowed []pcStat
 
 // loadState opens the checkpoint at path on the real file system, as the
 // next boot would, and says what it holds.
-func loadState(ctx context.Context, path string, garbage []byte) (pcState, error) {
+func loadState(ctx context.Context, path string, sc powerScenario) (pcState, error) {
 	f, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithLockWait(0))
 	if err != nil {
 		return pcState{}, fmt.Errorf("open: %w", err)
@@ -444,8 +488,17 @@ func loadState(ctx context.Context, path string, garbage []byte) (pcState, error
 	switch {
 	case errors.Is(err, checkpoint.ErrNotExist):
 		return pcState{}, nil
-	case errors.Is(err, checkpoint.ErrCorrupt) && garbage != nil:
-		if b, rerr := os.ReadFile(path); rerr == nil && bytes.Equal(b, garbage) {
+	case errors.Is(err, checkpoint.ErrCorrupt) && strings.Contains(err.Error(), "the checkpoint they follow is missing"):
+		return pcState{orphan: true}, nil
+	case errors.Is(err, checkpoint.ErrCorrupt) && sc.garbage != nil:
+		if b, rerr := os.ReadFile(path); rerr == nil && bytes.Equal(b, sc.garbage) {
+			return pcState{garbage: true}, nil
+		}
+		return pcState{}, fmt.Errorf("load: %w", err)
+	case errors.Is(err, checkpoint.ErrCorrupt) && sc.garbageJournal != nil:
+		// The journal is the unreadable part: with its file, or alone
+		// when a quarantine was cut short after moving the file.
+		if b, rerr := os.ReadFile(path + ".journal"); rerr == nil && bytes.Equal(b, sc.garbageJournal) {
 			return pcState{garbage: true}, nil
 		}
 		return pcState{}, fmt.Errorf("load: %w", err)
@@ -456,8 +509,8 @@ func loadState(ctx context.Context, path string, garbage []byte) (pcState, error
 }
 
 func sameState(a, b pcState) bool {
-	if a.garbage || b.garbage || !a.exists || !b.exists {
-		return a.garbage == b.garbage && a.exists == b.exists
+	if a.garbage || b.garbage || a.orphan || b.orphan || !a.exists || !b.exists {
+		return a.garbage == b.garbage && a.orphan == b.orphan && a.exists == b.exists
 	}
 	return a.seq == b.seq && maps.Equal(a.entries, b.entries)
 }

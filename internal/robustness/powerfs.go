@@ -485,6 +485,47 @@ func (l *powerLock) Stale() (bool, error) {
 	return n != l.n, nil
 }
 
+// OpenAppend implements fsys.FS: with create, like CreateExcl; without,
+// the file must exist, and writes extend it.
+func (p *PowerFS) OpenAppend(name string, perm fs.FileMode, create bool) (fsys.AppendFile, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.step(); err != nil {
+		return nil, err
+	}
+	d, last, err := p.parent("open", name)
+	if err != nil {
+		return nil, err
+	}
+	n := d.entries[last]
+	switch {
+	case create && n != nil:
+		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.EEXIST}
+	case create:
+		n = &node{perm: perm}
+		p.bind(p.nextSeq(), d, last, n)
+	case n == nil:
+		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.ENOENT}
+	case n.dir:
+		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.EISDIR}
+	}
+	return &powerFile{p: p, n: n, name: name}, nil
+}
+
+// Exists implements fsys.FS.
+func (p *PowerFS) Exists(name string) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.step(); err != nil {
+		return false, err
+	}
+	_, err := p.lookup("lstat", name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 type powerFile struct {
 	p      *PowerFS
 	n      *node
@@ -518,6 +559,33 @@ func (f *powerFile) Sync() error {
 	}
 	if !f.p.NoFileSync {
 		f.n.synced = slices.Clone(f.n.data)
+	}
+	return nil
+}
+
+// Size returns the file's size as the running system sees it.
+func (f *powerFile) Size() (int64, error) {
+	f.p.mu.Lock()
+	defer f.p.mu.Unlock()
+	if err := f.p.step(); err != nil {
+		return 0, err
+	}
+	return int64(len(f.n.data)), nil
+}
+
+// Truncate cuts the file; like a write, the cut is durable only once the
+// file is synced.
+func (f *powerFile) Truncate(size int64) error {
+	f.p.mu.Lock()
+	defer f.p.mu.Unlock()
+	if err := f.p.step(); err != nil {
+		return err
+	}
+	if f.closed {
+		return os.ErrClosed
+	}
+	if size < int64(len(f.n.data)) {
+		f.n.data = slices.Clone(f.n.data[:size])
 	}
 	return nil
 }

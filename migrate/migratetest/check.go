@@ -98,6 +98,10 @@ type Config[K comparable, V any] struct {
 	// Corruption makes some restarts find the checkpoint corrupt (a
 	// flipped byte), as bit rot would leave it.
 	Corruption bool
+	// Journal opens the checkpoint of every build WithJournal, so that
+	// writes go to its journal and restores replay it (a crash freezes
+	// the file and the journal together).
+	Journal bool
 }
 
 // TestingT is the part of *testing.T that Matrix needs.

@@ -148,6 +148,23 @@ func TestMatrix(t *testing.T) {
 			assert.Positive(t, res.Refused["under Strict, a partial listing"])
 			return res
 		}},
+		{"IPAM over CRI, journal, partial listings, schema bumps, corruption", func(t *testing.T) migratetest.Result {
+			cfg := ipamConfig()
+			cfg.Journal, cfg.PartialListings, cfg.SchemaBumps, cfg.Corruption, cfg.NewBinaryInPhase0 = true, true, true, true, true
+			cfg.MaxLen, cfg.Seed = 4, 10
+			return migratetest.Matrix(t, cfg)
+		}},
+		{"registry, journal, schema bumps, corruption", func(t *testing.T) migratetest.Result {
+			cfg := registryConfig()
+			cfg.Journal, cfg.SchemaBumps, cfg.Corruption = true, true, true
+			cfg.MaxLen, cfg.Seed = 4, 11
+			return migratetest.Matrix(t, cfg)
+		}},
+		{"volatile registry, journal", func(t *testing.T) migratetest.Result {
+			cfg := volatileConfig()
+			cfg.Journal, cfg.MaxLen, cfg.Seed = true, 4, 12
+			return migratetest.Matrix(t, cfg)
+		}},
 		{"volatile registry", func(t *testing.T) migratetest.Result {
 			cfg := volatileConfig()
 			cfg.MaxLen = short(t, 5, 4)

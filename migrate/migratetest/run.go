@@ -56,6 +56,7 @@ func newRun[K comparable, V any](cfg *Config[K, V], a adapters[K, V], seq []migr
 	// The world's handle on the file only reads, damages and restores its
 	// bytes; each binary opens the file with its own build's options.
 	r.w.disk = checkpoint.NewMemory[K, V]()
+	r.w.journal = cfg.Journal
 	if cfg.Explicit {
 		r.w.exp = &Explicit[K, V]{}
 		r.w.imp = &r.w.exp.Implicit
@@ -221,6 +222,7 @@ func (r *run[K, V]) stop(s *migrate.Store[K, V], p migrate.Phase, t transition) 
 		r.w.imp.Replace(nil)
 		if r.cfg.EphemeralCheckpoint {
 			checkpointtest.Remove(r.w.disk)
+			checkpointtest.SetJournal(r.w.disk, nil)
 		}
 	}
 	if r.a.volatile && t != reboot {
@@ -250,7 +252,7 @@ func (r *run[K, V]) start(p migrate.Phase, b build, inject bool) (*migrate.Store
 			r.logf("  phase 0 restores from legacy only, which is empty after a restart: the state is gone, as it was with the old binary")
 			r.acks.forget()
 		}
-		before, legacyBefore := r.w.disk.Bytes(), r.w.legacySnapshot()
+		before, legacyBefore := r.w.image(), r.w.legacySnapshot()
 		s, rep, err := r.restore(mc)
 		switch {
 		case s == nil && rep == nil:
@@ -281,7 +283,7 @@ func (r *run[K, V]) start(p migrate.Phase, b build, inject bool) (*migrate.Store
 func (r *run[K, V]) configure(p migrate.Phase, b build) (migrate.Config[K, V], error) {
 	var cp migrate.Checkpoint[K, V]
 	if p != migrate.PhaseLegacy || r.cfg.NewBinaryInPhase0 {
-		m, err := r.w.disk.Reopen(b.options(r.w.bootID())...)
+		m, err := r.w.disk.Reopen(r.w.options(b)...)
 		if err != nil {
 			return migrate.Config[K, V]{}, fmt.Errorf("opening the checkpoint as %v: %w", b, err)
 		}
@@ -320,12 +322,12 @@ func (r *run[K, V]) restore(mc migrate.Config[K, V]) (*migrate.Store[K, V], *mig
 
 // checkRefusal checks a refusal the promise asked for: the right error,
 // and nothing changed on either side.
-func (r *run[K, V]) checkRefusal(err error, x expectation, before []byte, legacyBefore map[K]V) []string {
+func (r *run[K, V]) checkRefusal(err error, x expectation, before string, legacyBefore map[K]V) []string {
 	var problems []string
 	if x.sentinel != nil && !errors.Is(err, x.sentinel) {
 		problems = append(problems, fmt.Sprintf("restore refused (%s) with an error that does not match %v: %v", x.refusal, x.sentinel, err))
 	}
-	if string(r.w.disk.Bytes()) != string(before) {
+	if r.w.image() != before {
 		problems = append(problems, fmt.Sprintf("a refused restore (%s) changed the checkpoint", x.refusal))
 	}
 	if !sameMap(r.w.legacySnapshot(), legacyBefore) {

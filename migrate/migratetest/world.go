@@ -19,10 +19,11 @@ import (
 // the checkpoint file, the legacy source, the boot, and what the world can
 // tell about them without asking the Store.
 type world[K comparable, V any] struct {
-	disk *checkpoint.Memory[K, V] // the checkpoint file, surviving restarts
-	imp  *Implicit[K, V]
-	exp  *Explicit[K, V] // nil for a legacy that observes
-	boot int
+	disk    *checkpoint.Memory[K, V] // the checkpoint file, surviving restarts
+	journal bool                     // every build opens it WithJournal (Config.Journal)
+	imp     *Implicit[K, V]
+	exp     *Explicit[K, V] // nil for a legacy that observes
+	boot    int
 
 	// hide is the identities the next restore's listing cannot read; set
 	// just before a start, consumed by the first List.
@@ -44,8 +45,8 @@ type world[K comparable, V any] struct {
 
 // frozenWorld is the durable state at a crash instant.
 type frozenWorld[K comparable, V any] struct {
-	disk   []byte
-	legacy map[K]V
+	disk, journal []byte
+	legacy        map[K]V
 }
 
 // build is the version of the binary a step runs: the newer one writes
@@ -71,12 +72,26 @@ func (b build) options(bootID string) []checkpoint.Option {
 	return append(opts, checkpoint.WithSchema(2), checkpoint.WithUpgrade(1, sameEntry))
 }
 
+// options are the checkpoint options of build b in this world.
+func (w *world[K, V]) options(b build) []checkpoint.Option {
+	opts := b.options(w.bootID())
+	if w.journal {
+		opts = append(opts, checkpoint.WithJournal())
+	}
+	return opts
+}
+
+// image is what the checkpoint holds on "disk": the file and its journal.
+func (w *world[K, V]) image() string {
+	return string(w.disk.Bytes()) + "\x00journal:" + string(checkpointtest.Journal(w.disk))
+}
+
 func (w *world[K, V]) bootID() string { return fmt.Sprintf("boot-%d", w.boot) }
 
 // peek reads the file as the newer build would, to judge what a start
 // should do, without changing it.
 func (w *world[K, V]) peek() (checkpoint.Snapshot[K, V], error) {
-	m, err := w.disk.Reopen(newBuild.options(w.bootID())...)
+	m, err := w.disk.Reopen(w.options(newBuild)...)
 	if err != nil {
 		return checkpoint.Snapshot[K, V]{}, err
 	}
@@ -111,13 +126,14 @@ func (w *world[K, V]) wrote() {
 }
 
 func (w *world[K, V]) freeze() {
-	w.frozen = &frozenWorld[K, V]{disk: w.disk.Bytes(), legacy: w.imp.Snapshot()}
+	w.frozen = &frozenWorld[K, V]{disk: w.disk.Bytes(), journal: checkpointtest.Journal(w.disk), legacy: w.imp.Snapshot()}
 }
 
 // thaw brings the durable state back to the crash instant: what the dead
 // process did afterwards never happened.
 func (w *world[K, V]) thaw() {
 	checkpointtest.SetBytes(w.disk, w.frozen.disk)
+	checkpointtest.SetJournal(w.disk, w.frozen.journal)
 	w.imp.Replace(w.frozen.legacy)
 }
 
@@ -134,6 +150,7 @@ var (
 	_ checkpoint.Committer[string, int] = (*checkpointSide[string, int])(nil)
 	_ checkpoint.BootIDer               = (*checkpointSide[string, int])(nil)
 	_ checkpoint.Sizer                  = (*checkpointSide[string, int])(nil)
+	_ checkpoint.JournalReporter        = (*checkpointSide[string, int])(nil)
 	_ io.Closer                         = (*checkpointSide[string, int])(nil)
 )
 
@@ -170,6 +187,8 @@ func (c *checkpointSide[K, V]) Quarantine(ctx context.Context) (string, error) {
 func (c *checkpointSide[K, V]) BootID() string { return c.m.BootID() }
 
 func (c *checkpointSide[K, V]) Size() int64 { return c.m.Size() }
+
+func (c *checkpointSide[K, V]) Journal() checkpoint.JournalStatus { return c.m.Journal() }
 
 func (c *checkpointSide[K, V]) Close() error { return c.m.Close() }
 

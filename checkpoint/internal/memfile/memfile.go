@@ -24,6 +24,10 @@ type File interface {
 	// current file (nil when there is none, non-nil when there is one,
 	// even empty). A nil result removes the file.
 	Edit(fn func(data []byte) []byte)
+	// Journal returns a copy of the journal, or nil if there is none.
+	Journal() []byte
+	// EditJournal is Edit for the journal beside the file (WithJournal).
+	EditJournal(fn func(data []byte) []byte)
 	// SetSchema rewrites the file's schema number with a valid checksum.
 	// It fails if there is no intact file.
 	SetSchema(schema int) error

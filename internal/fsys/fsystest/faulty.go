@@ -18,10 +18,10 @@ import (
 )
 
 // The operations a Faulty can fail. Create, Write, Fsync and Close are
-// calls on a temporary file; the path they match is the checkpoint's (the
-// target, found from the temporary name with fsys.TempOf), not the
-// temporary name. Lock matches TryLock and the Stale check of the lock it
-// returns.
+// calls on a temporary file or on a file OpenAppend opened; the path they
+// match is the checkpoint's for a temporary file (the target, found from
+// the temporary name with fsys.TempOf), the file's own for OpenAppend's.
+// Lock matches TryLock and the Stale check of the lock it returns.
 const (
 	OpMkdir    = "mkdir"
 	OpRead     = "read"
@@ -36,6 +36,11 @@ const (
 	OpSyncDir  = "syncdir"
 	OpLock     = "lock"
 	ShortWrite = "short-write" // a Write that stores half and reports no error
+	// OpAppend is OpenAppend (the journal); Write, Fsync and Close of the
+	// file it returns match the journal's path, as does OpTruncate.
+	OpAppend   = "append"
+	OpTruncate = "truncate"
+	OpExists   = "exists"
 )
 
 type rule struct {
@@ -290,4 +295,38 @@ func (ff *faultyFile) Close() error {
 		return err
 	}
 	return ff.File.Close()
+}
+
+// OpenAppend implements fsys.FS.
+func (f *Faulty) OpenAppend(name string, perm fs.FileMode, create bool) (fsys.AppendFile, error) {
+	if err := f.fault(OpAppend, name); err != nil {
+		return nil, err
+	}
+	file, err := f.under().OpenAppend(name, perm, create)
+	if err != nil {
+		return nil, err
+	}
+	return &faultyAppend{faultyFile: faultyFile{File: file, f: f, target: name}, af: file}, nil
+}
+
+// Exists implements fsys.FS.
+func (f *Faulty) Exists(name string) (bool, error) {
+	if err := f.fault(OpExists, name); err != nil {
+		return false, err
+	}
+	return f.under().Exists(name)
+}
+
+type faultyAppend struct {
+	faultyFile
+	af fsys.AppendFile
+}
+
+func (fa *faultyAppend) Size() (int64, error) { return fa.af.Size() }
+
+func (fa *faultyAppend) Truncate(size int64) error {
+	if err := fa.f.fault(OpTruncate, fa.target); err != nil {
+		return err
+	}
+	return fa.af.Truncate(size)
 }

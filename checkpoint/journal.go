@@ -1,0 +1,532 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The journal (WithJournal). A commit appends one line to path+".journal"
+// and fsyncs it, instead of writing the whole file; Load replays the lines
+// over the file; a save rewrites the file and removes the journal. One
+// line is one commit:
+//
+//	{"journal":1,"base":7,"seq":9,"schema":1,"phase":"contract","writer":"ipamd v2","bootID":"","savedAt":"2026-11-30T08:00:00Z","changes":[{"key":K,"value":V},{"delete":{"key":K,"value":V}}],"crc32c":"1a2b3c4d"}
+//
+// base is the Seq of the file the record applies to, seq the Seq of the
+// state it makes: the records of a journal that follows its file have
+// base equal to the file's Seq and seq counting on from it by one. A put
+// is the entry line the file would hold; a delete holds the whole line it
+// deletes, so that a binary with a newer schema can run its upgrades on it
+// and find the key they lead to. The checksum is CRC-32C over the exact
+// bytes of the line before `,"crc32c"`, as in the file.
+//
+// Why each rule of replay holds (see replay):
+//   - A commit is acknowledged only after its line is written and fsynced,
+//     and commits run one at a time, so a crash can leave at most one line
+//     that is not whole: the last one (a prefix of it, or, when the file
+//     system wrote its blocks out of order, its length with some blocks
+//     missing). The last line is discarded if it fails its check, and
+//     reported; a damaged line before it cannot come from a crash, and is
+//     corruption.
+//   - A save (or a compaction) makes the new file durable (rename, fsync
+//     of the directory) before it removes the journal, and the new file's
+//     Seq is above every record's. A crash between the two leaves records
+//     whose base is below the file's Seq: they are in the file already,
+//     and are skipped. The removal need not be durable for the same reason.
+//   - Records are appended only over a file this File read or wrote with
+//     its current schema and with the journal format (2), so every record
+//     has the file's schema; an older phaseshift, which would ignore the
+//     journal, refuses a format-2 file (ErrNewerSchema) instead of serving
+//     it without its records.
+//   - A record whose base is above the file's Seq follows a file that is
+//     no longer there (an older one was put back, say .prev by hand):
+//     replaying it over another base would invent state, so it is
+//     corruption.
+const (
+	journalVersion = 1
+	// formatJournal is the file format written under WithJournal: the
+	// layout of format 1, with a number older readers refuse.
+	formatJournal = 2
+
+	recordStart   = `{"journal":1,"base":`
+	recordChanges = `,"changes":[`
+	recordSumHead = `],"crc32c":"`
+	recordSumTail = "\"}\n"
+	deleteStart   = `{"delete":`
+)
+
+// journalBound is the size past which the journal is folded into the file
+// by the next commit: a fifth of the file, and at least 32 KiB. Replaying a
+// record costs more than decoding an entry of the file (a record has a
+// header and a checksum of its own, and Load decodes the file on every core
+// but replays the journal in order), so a fifth keeps a Load at the bound
+// within about 1.3 times one of the compacted file (BenchmarkJournalRestore
+// in package migrate); and a compaction every fifth of a file of records
+// costs each commit a few percent of one save.
+func journalBound(fileSize int64) int64 {
+	return max(fileSize/5, 32<<10)
+}
+
+// WithJournal makes Commit append its changes to a journal beside the
+// checkpoint (path+".journal", one checksummed JSON line per commit) and
+// fsync it, instead of rewriting the whole file: a commit then costs about
+// one small fsync'd append whatever the number of entries. Load replays
+// the journal over the file; the file is rewritten, and the journal
+// removed, by Save, and by the commit that finds the journal past a fifth
+// of the file's size (at least 32 KiB). See the package
+// documentation's Journal section for the protocol and its rules.
+//
+// A File opened without WithJournal still replays a journal it finds, and
+// its next Save or Commit folds it into the file: turning the option off
+// needs nothing but a restart. A file written under WithJournal has format
+// 2, which a phaseshift older than the journal refuses (ErrNewerSchema)
+// rather than read without its journal: to go back to such a binary, run
+// this one without WithJournal until it has saved once.
+func WithJournal() Option {
+	return optionFunc(func(c *config) error {
+		c.journal = true
+		return nil
+	})
+}
+
+// ErrTornJournal is matched by a *TornJournalError: the journal ended with
+// a record that was never acknowledged.
+var ErrTornJournal = errors.New("checkpoint journal ends with a torn record")
+
+// TornJournalError describes the last record of a journal that Load found
+// incomplete or damaged and discarded: what a crash or power cut during an
+// append leaves, a commit that was never acknowledged. Load does not fail
+// for it; it logs it and reports it in JournalStatus.Torn (and package
+// migrate in Report.Errors). The next Save or Commit rewrites the file and
+// removes the journal, tail included.
+type TornJournalError struct {
+	Path   string // the journal
+	Offset int64  // where the discarded bytes start
+	Bytes  int64  // how many were discarded
+	Reason string // what was wrong with them
+}
+
+// Error says which journal, where, how much was discarded and why; never
+// the bytes.
+func (e *TornJournalError) Error() string {
+	return fmt.Sprintf("%v: %s: discarded %d bytes at offset %d (%s): a commit cut short by a crash, never acknowledged",
+		ErrTornJournal, e.Path, e.Bytes, e.Offset, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrTornJournal) true.
+func (e *TornJournalError) Is(target error) bool { return target == ErrTornJournal }
+
+// JournalStatus is what the journal of a File or Memory held when it was
+// last read (by Load) and written since.
+type JournalStatus struct {
+	Enabled  bool              // opened WithJournal
+	Bytes    int64             // the journal's size as this File last read or wrote it; 0: none
+	Records  int               // records Load replayed, plus those appended since
+	Stale    int               // records Load skipped because the file already held them
+	Torn     *TornJournalError // the torn last record Load discarded, or nil
+	FileSize int64             // the size of the file the records apply to
+}
+
+// record is a parsed journal line.
+type record struct {
+	base, seq uint64
+	schema    int
+	meta      Meta     // Phase, Writer, BootID, SavedAt
+	ops       [][]byte // sub-slices of the line
+}
+
+// recordHeader is the JSON form of a record's fields before its changes;
+// pointers tell missing fields.
+type recordHeader struct {
+	Journal *int            `json:"journal"`
+	Base    *uint64         `json:"base"`
+	Seq     *uint64         `json:"seq"`
+	Schema  *int            `json:"schema"`
+	Phase   string          `json:"phase"`
+	Writer  string          `json:"writer"`
+	BootID  string          `json:"bootID"`
+	SavedAt json.RawMessage `json:"savedAt"`
+}
+
+// appendRecord appends the line of a commit: base is the file's Seq, m the
+// new state's Meta (Seq, Schema and the caller's fields), ops the put
+// lines and delete ops in order.
+func appendRecord(dst []byte, base uint64, m Meta, ops [][]byte) []byte {
+	start := len(dst)
+	dst = append(dst, recordStart...)
+	dst = strconv.AppendUint(dst, base, 10)
+	dst = append(dst, `,"seq":`...)
+	dst = strconv.AppendUint(dst, m.Seq, 10)
+	dst = append(dst, `,"schema":`...)
+	dst = strconv.AppendInt(dst, int64(m.Schema), 10)
+	dst = append(dst, `,"phase":`...)
+	dst = appendString(dst, m.Phase)
+	dst = append(dst, `,"writer":`...)
+	dst = appendString(dst, m.Writer)
+	dst = append(dst, `,"bootID":`...)
+	dst = appendString(dst, m.BootID)
+	dst = append(dst, `,"savedAt":"`...)
+	dst = m.SavedAt.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, '"')
+	dst = append(dst, recordChanges...)
+	for i, op := range ops {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, op...)
+	}
+	dst = append(dst, ']')
+	sum := crc32.Checksum(dst[start:], castagnoli)
+	dst = append(dst, recordSumHead[1:]...)
+	dst = hex.AppendEncode(dst, []byte{byte(sum >> 24), byte(sum >> 16), byte(sum >> 8), byte(sum)})
+	return append(dst, recordSumTail...)
+}
+
+// deleteOp returns the op that deletes the entry whose line is line.
+func deleteOp(line []byte) []byte {
+	op := make([]byte, 0, len(deleteStart)+len(line)+1)
+	op = append(op, deleteStart...)
+	op = append(op, line...)
+	return append(op, '}')
+}
+
+// parseRecord checks one journal line (without its newline) and decodes
+// its header; the ops stay raw. Its errors never quote the line.
+func parseRecord(line []byte) (record, error) {
+	var r record
+	const trailer = len(recordSumHead) - 1 + 8 + len(recordSumTail) - 1 // `,"crc32c":"` hex `"}`
+	if len(line) < len(recordStart)+trailer || !bytes.HasPrefix(line, []byte(recordStart)) {
+		return r, errors.New("not a journal record")
+	}
+	body, tail := line[:len(line)-trailer], line[len(line)-trailer:]
+	if !bytes.HasPrefix(tail, []byte(recordSumHead[1:])) || !bytes.HasSuffix(tail, []byte(`"}`)) {
+		return r, errors.New("its checksum is missing")
+	}
+	hexSum := tail[len(recordSumHead)-1 : len(recordSumHead)-1+8]
+	var want [4]byte
+	if _, err := hex.Decode(want[:], hexSum); err != nil || !bytes.Equal(bytes.ToLower(hexSum), hexSum) {
+		return r, errors.New("its checksum is not 8 lowercase hex digits")
+	}
+	if crc32.Checksum(body, castagnoli) != uint32(want[0])<<24|uint32(want[1])<<16|uint32(want[2])<<8|uint32(want[3]) {
+		return r, errors.New("checksum mismatch")
+	}
+	// A raw `,"changes":[` cannot occur inside a JSON string (its quotes
+	// would be escaped), so the first one ends the header: the header is
+	// decoded alone, and the changes are cut apart without decoding them
+	// (each is decoded once, by the applier).
+	at := bytes.Index(body, []byte(recordChanges))
+	if at < 0 || body[len(body)-1] != ']' {
+		return r, errors.New("it has no list of changes")
+	}
+	var j recordHeader
+	dec := json.NewDecoder(io.MultiReader(bytes.NewReader(body[:at]), strings.NewReader("}")))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return r, fmt.Errorf("its header is not valid: %s", decodeFailure(err))
+	}
+	ops, err := splitOps(body[at+len(recordChanges) : len(body)-1])
+	if err != nil {
+		return r, err
+	}
+	if j.Journal == nil || j.Base == nil || j.Seq == nil || j.Schema == nil {
+		return r, errors.New("it lacks journal, base, seq or schema")
+	}
+	if *j.Journal != journalVersion {
+		return r, fmt.Errorf("journal version %d is not %d", *j.Journal, journalVersion)
+	}
+	r = record{base: *j.Base, seq: *j.Seq, schema: *j.Schema, ops: ops,
+		meta: Meta{Phase: j.Phase, Writer: j.Writer, BootID: j.BootID}}
+	if len(j.SavedAt) > 0 && r.meta.SavedAt.UnmarshalJSON(j.SavedAt) != nil {
+		return r, errors.New("its savedAt is not an RFC 3339 time")
+	}
+	return r, nil
+}
+
+// splitOps cuts a record's list of changes at its top-level commas. It
+// only tracks strings and nesting; each change is checked when it is
+// decoded.
+func splitOps(list []byte) ([][]byte, error) {
+	if len(list) == 0 {
+		return nil, nil
+	}
+	ops := make([][]byte, 0, 1)
+	depth, start, inString, escaped := 0, 0, false, false
+	for i, c := range list {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			if depth--; depth < 0 {
+				return nil, errors.New("its list of changes is not balanced")
+			}
+		case c == ',' && depth == 0:
+			ops = append(ops, list[start:i])
+			start = i + 1
+		}
+	}
+	if inString || depth != 0 {
+		return nil, errors.New("its list of changes is not balanced")
+	}
+	return append(ops, list[start:]), nil
+}
+
+// replayed is what replay found in a journal.
+type replayed struct {
+	valid   int64 // bytes up to the end of the last whole record
+	records int   // records applied
+	stale   int   // records skipped: the file holds them
+	torn    *TornJournalError
+	last    *record // the last record applied
+}
+
+// replay applies the journal data to r, the decoded file, in order. The
+// error is nil, or wraps ErrCorrupt or ErrNewerSchema: then r is not to be
+// used. Entries the journal writes that cannot be read join r.bad.
+func replay[K comparable, V any](data []byte, name string, r *decodeResult[K, V], cfg *config, enc *encoder, fileEntries int) (replayed, error) {
+	var rp replayed
+	file := r.snap.Meta
+	ap := newApplier(r, cfg, enc, file.Schema, fileEntries)
+	for off := 0; off < len(data); {
+		line, next := data[off:], len(data)
+		if nl := bytes.IndexByte(line, '\n'); nl >= 0 {
+			line, next = line[:nl], off+nl+1
+		}
+		rec, err := parseRecord(line)
+		if next == len(data) && (err != nil || data[len(data)-1] != '\n') {
+			// The last line: a crash during its append can leave it
+			// partial or damaged, and it was never acknowledged.
+			reason := "it has no end of line"
+			if err != nil {
+				reason = err.Error()
+			}
+			rp.torn = &TornJournalError{Path: name, Offset: int64(off), Bytes: int64(len(data) - off), Reason: reason}
+			break
+		}
+		if err != nil {
+			return rp, corrupt("journal %s: the record at byte %d is damaged (%v) and records follow it: not what a crash leaves", name, off, err)
+		}
+		if err := rp.check(rec, file, name, off); err != nil {
+			return rp, err
+		}
+		if rec.base == file.Seq {
+			if err := ap.apply(rec); err != nil {
+				return rp, err
+			}
+			rp.records++
+			rp.last = &rec
+		} else {
+			rp.stale++
+		}
+		off = next
+		rp.valid = int64(off)
+	}
+	return rp, nil
+}
+
+// check applies the rules that tie a record to the file and to the records
+// before it (see the comment at the top of this file).
+func (rp *replayed) check(rec record, file Meta, name string, off int) error {
+	switch {
+	case rec.base > file.Seq:
+		return corrupt("journal %s: the record at byte %d follows seq %d, but the checkpoint is seq %d: the checkpoint was replaced by an older file (a .prev put back?); move the journal aside to use the file alone", name, off, rec.base, file.Seq)
+	case rec.base < file.Seq && rp.records > 0:
+		return corrupt("journal %s: the record at byte %d follows seq %d, after records that follow seq %d", name, off, rec.base, file.Seq)
+	case rec.base < file.Seq:
+		return nil // stale: folded into the file by a save the crash cut short of removing the journal
+	case rec.seq != file.Seq+uint64(rp.records)+1:
+		return corrupt("journal %s: the record at byte %d has seq %d, want %d", name, off, rec.seq, file.Seq+uint64(rp.records)+1)
+	case rec.schema != file.Schema:
+		return corrupt("journal %s: the record at byte %d has schema %d, the checkpoint %d", name, off, rec.schema, file.Schema)
+	}
+	return nil
+}
+
+// applier applies journal ops to a decoded file.
+type applier[K comparable, V any] struct {
+	r        *decodeResult[K, V]
+	cfg      *config
+	keys     keyRule[K]
+	validate func(K, V) error
+	enc      *encoder
+	from     int // the file's schema
+	index    int // the next op's EntryError.Index
+	log      []undoStep[K]
+	unknown  []EntryError
+}
+
+func newApplier[K comparable, V any](r *decodeResult[K, V], cfg *config, enc *encoder, from, fileEntries int) *applier[K, V] {
+	validate, _ := cfg.validate.(func(K, V) error)
+	return &applier[K, V]{r: r, cfg: cfg, keys: newKeyRule[K](), validate: validate, enc: enc, from: from, index: fileEntries}
+}
+
+// apply applies one record's ops, in order.
+func (a *applier[K, V]) apply(rec record) error {
+	for _, op := range rec.ops {
+		i := a.index
+		a.index++
+		switch {
+		case bytes.HasPrefix(op, []byte(deleteStart)):
+			var d struct {
+				Delete json.RawMessage `json:"delete"`
+			}
+			if err := strictUnmarshal(op, &d); err != nil || !bytes.HasPrefix(d.Delete, []byte(entryPrefix)) {
+				a.r.bad = append(a.r.bad, EntryError{Index: i, Err: errors.New("a delete that is not {\"delete\":{\"key\":...,\"value\":...}}")})
+				continue
+			}
+			a.del(i, d.Delete)
+		case bytes.HasPrefix(op, []byte(entryPrefix)) && bytes.Contains(op, []byte(entryMiddle)):
+			a.put(i, op)
+		default:
+			a.r.bad = append(a.r.bad, EntryError{Index: i, Err: errors.New("a change that is neither {\"key\":...,\"value\":...} nor {\"delete\":...}")})
+		}
+		if len(a.unknown) > 0 {
+			return &unknownFieldsError{first: a.unknown[0], count: len(a.unknown), total: a.index}
+		}
+	}
+	return nil
+}
+
+// put stores the entry of line, as the file's decode would have read it.
+func (a *applier[K, V]) put(i int, line []byte) {
+	k, v, cur, err := a.decodeLine(line)
+	if err == nil && a.keys.comparable != nil {
+		err = a.keys.comparable(k)
+	}
+	if err == nil && a.validate != nil {
+		if verr := a.validate(k, v); verr != nil {
+			err = &rejectedError{err: verr}
+		}
+	}
+	if err != nil {
+		a.failed(i, line, err)
+		return
+	}
+	_, stored := a.r.snap.Entries[k]
+	a.r.snap.Entries[k] = v
+	a.log = a.r.ents.putKnown(k, cur, stored, a.log[:0])
+}
+
+// del removes the key of line, the entry the commit deleted.
+func (a *applier[K, V]) del(i int, line []byte) {
+	src := line
+	if a.from < a.cfg.schema {
+		up, err := upgradeLine(line, a.from, a.cfg)
+		if err != nil {
+			a.failed(i, line, err)
+			return
+		}
+		src = up
+	}
+	raw := rawKeyJSON(src)
+	var k K
+	if err := strictUnmarshal(raw, &k); err != nil {
+		if _, unknown := unknownField(err); !unknown || !a.cfg.dropUnknown {
+			a.failed(i, src, &entryDecodeError{part: "key", err: err})
+			return
+		}
+		k = *new(K)
+		if err := json.Unmarshal(raw, &k); err != nil {
+			a.failed(i, src, &entryDecodeError{part: "key", err: err})
+			return
+		}
+	}
+	if a.keys.comparable != nil && a.keys.comparable(k) != nil {
+		return // never stored
+	}
+	delete(a.r.snap.Entries, k)
+	a.log = a.r.ents.del(k, a.log[:0])
+}
+
+// decodeLine decodes an entry line as the file's decode does: upgraded
+// from the file's schema, unknown fields refused or (WithDropUnknownFields)
+// dropped. cur is the line to keep, in the current schema. Its errors
+// never quote the line.
+func (a *applier[K, V]) decodeLine(line []byte) (k K, v V, cur []byte, err error) {
+	src, recode := line, false
+	if a.from < a.cfg.schema {
+		if src, err = upgradeLine(line, a.from, a.cfg); err != nil {
+			return k, v, nil, err
+		}
+		recode = true
+	}
+	var e kv[K, V]
+	if err = strictUnmarshal(src, &e); err != nil {
+		if _, unknown := unknownField(err); !unknown || !a.cfg.dropUnknown {
+			return k, v, nil, decodeError[K](src, err)
+		}
+		e = kv[K, V]{}
+		if err = json.Unmarshal(src, &e); err != nil {
+			return k, v, nil, decodeError[K](src, err)
+		}
+		a.r.dropped++
+		recode = true
+	}
+	cur = line
+	if recode {
+		if cur, err = encodeEntry(a.enc, &a.keys, nil, e.Key, e.Value, -1); err != nil {
+			return k, v, nil, err
+		}
+	}
+	return e.Key, e.Value, cur, nil
+}
+
+// failed records an op that cannot be read: a bad entry, or, when it has
+// fields the types lack, a newer binary's. The key it wrote no longer has
+// the value the file gave it, so that value is not served either.
+func (a *applier[K, V]) failed(i int, line []byte, err error) {
+	ee := EntryError{Index: i, Key: rawKey(line), Err: err}
+	if cause := errors.Unwrap(err); cause != nil && isUnknownField(cause) {
+		a.unknown = append(a.unknown, ee)
+		return
+	}
+	a.r.bad = append(a.r.bad, ee)
+	var k K
+	if raw := rawKeyJSON(line); raw != nil && json.Unmarshal(raw, &k) == nil && (a.keys.comparable == nil || a.keys.comparable(k) == nil) {
+		delete(a.r.snap.Entries, k)
+		a.log = a.r.ents.del(k, a.log[:0])
+	}
+}
+
+func isUnknownField(err error) bool {
+	_, unknown := unknownField(err)
+	return unknown
+}
+
+// putKnown is entries.put for a caller that knows whether k is stored:
+// replay holds the decoded map, which is exact, so a hit in the index needs
+// no decode of the line to confirm it (put's find decodes one key per
+// change, which would be a third of a replay's time).
+func (e *entries[K]) putKnown(k K, raw []byte, stored bool, log []undoStep[K]) []undoStep[K] {
+	if !stored {
+		i := int32(len(e.lines))
+		e.lines = append(e.lines, raw)
+		return append(log, undoStep[K]{kind: undoPop, key: k, inExact: e.insert(k, i)})
+	}
+	i, ok := e.exact[k] // a nil map holds nothing
+	if !ok {
+		// Stored and not in exact: inserted under its own hash.
+		i = e.index[e.hash(k)]
+	}
+	log = append(log, undoStep[K]{kind: undoRestore, i: i, raw: e.lines[i]})
+	e.lines[i] = raw
+	return log
+}
