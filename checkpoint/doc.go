@@ -47,10 +47,10 @@
 // instead of reading it without its journal. Load's Meta is the last
 // line's (Phase, Writer, BootID, Seq, SavedAt), with the file's Format and
 // Schema. The journal is folded into the file (compacted) by Save, by the
-// first commit after a Load that found anything but whole records that
-// follow the file, after a schema change, after a failed write, and by the
-// commit that would grow it past a fifth of the file's size (at least
-// 32 KiB).
+// first commit over a file written without the journal (format 1), after
+// a Load that found anything but whole records that follow the file, after
+// a schema change or a failed write, and by the commit that would grow it
+// past a fifth of the file's size (at least 32 KiB).
 //
 // # Keys
 //
@@ -233,8 +233,9 @@
 //     it silently would lose acknowledged state. Restore it by hand when
 //     that is the lesser evil, with the phaseshift command
 //     (checkpoint/cmd/phaseshift: phaseshift restore-prev path), which takes
-//     the lock, keeps the replaced file and its journal, and moves the
-//     journal aside, rather than cp (a journal left beside an older file
-//     is reported as corruption). Under WithJournal .prev is the file
-//     before the last compaction, and lacks every commit since.
+//     the lock and keeps the replaced file, rather than cp. Under
+//     WithJournal .prev is the file before the last compaction, and lacks
+//     every commit since; restore-prev moves the journal aside with the
+//     file it replaces, where a cp would leave a journal that follows
+//     another file (ErrCorrupt).
 package checkpoint

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -768,4 +769,76 @@ func loadWithJournal(t *testing.T, path string) checkpoint.Snapshot[podKey, allo
 	s, err := g.Load(context.Background())
 	require.NoError(t, err)
 	return s
+}
+
+// TestJournalFixtureLoadsForever reads a checkpoint written WithJournal by
+// this version (testdata/format2-schema1-journal.json and its .journal: a
+// saved file and two commits) for as long as the format is supported, as
+// TestFixturesLoadForever does for single files. Never regenerate it.
+func TestJournalFixtureLoadsForever(t *testing.T) {
+	ctx := context.Background()
+	const name = "format2-schema1-journal.json"
+	src := filepath.Join("testdata", name)
+	if *writeFixtures {
+		if _, err := os.Stat(src); errors.Is(err, os.ErrNotExist) {
+			tmp := filepath.Join(t.TempDir(), name)
+			f, err := checkpoint.Open[podKey, alloc](ctx, tmp, checkpoint.WithJournal())
+			require.NoError(t, err)
+			require.NoError(t, f.Save(ctx, checkpoint.Snapshot[podKey, alloc]{Meta: checkpoint.Meta{Phase: "expand", Writer: "phaseshift fixture"}, Entries: fixtureAllocs()}))
+			require.NoError(t, f.Commit(ctx, checkpoint.Meta{Phase: "migrate", Writer: "phaseshift fixture"}, []checkpoint.Change[podKey, alloc]{
+				put(key("c3"), alloc{IP: netip.MustParseAddr("10.0.0.9")}), del(key("77ab01")),
+			}))
+			require.NoError(t, f.Commit(ctx, checkpoint.Meta{Phase: "contract", Writer: "phaseshift fixture"}, []checkpoint.Change[podKey, alloc]{
+				put(key("4f1c9a"), alloc{IP: netip.MustParseAddr("10.0.0.22")}),
+			}))
+			require.NoError(t, f.Close())
+			for _, suffix := range []string{"", ".journal"} {
+				data, err := os.ReadFile(tmp + suffix)
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(src+suffix, data, 0o644))
+			}
+		}
+	}
+	path := filepath.Join(t.TempDir(), name)
+	for _, suffix := range []string{"", ".journal"} {
+		data, err := os.ReadFile(src + suffix)
+		require.NoError(t, err, "fixture missing: run go test ./checkpoint -run TestJournalFixtureLoadsForever -write-fixtures")
+		require.NoError(t, os.WriteFile(path+suffix, data, 0o600))
+	}
+	f, err := checkpoint.Open[podKey, alloc](ctx, path)
+	require.NoError(t, err)
+	defer f.Close()
+	s, err := f.Load(ctx)
+	require.NoError(t, err)
+	want := fixtureAllocs()
+	delete(want, key("77ab01"))
+	want[key("c3")] = alloc{IP: netip.MustParseAddr("10.0.0.9")}
+	want[key("4f1c9a")] = alloc{IP: netip.MustParseAddr("10.0.0.22")}
+	assert.Equal(t, want, s.Entries)
+	assert.Equal(t, "contract", s.Meta.Phase)
+	assert.Equal(t, 2, s.Meta.Format)
+	assert.Equal(t, 1, s.Meta.Schema)
+	assert.Equal(t, uint64(3), s.Meta.Seq)
+	assert.Equal(t, 2, f.Journal().Records)
+}
+
+// TestJournalStartsWithARewrite: turning WithJournal on over a file written
+// without it (format 1, which an older phaseshift would read without the
+// journal) makes the first commit rewrite the file as format 2; only the
+// commits after it append.
+func TestJournalStartsWithARewrite(t *testing.T) {
+	ctx := context.Background()
+	f, path := openFile(t)
+	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[podKey, alloc]{Entries: entriesN(2)}))
+	g, s, err := reopen(t, f, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	require.Equal(t, 1, s.Meta.Format)
+	require.NoError(t, g.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[podKey, alloc]{del(key("c000"))}))
+	_, err = os.Stat(path + ".journal")
+	require.ErrorIs(t, err, os.ErrNotExist, "the first commit rewrote the file")
+	assert.Equal(t, 2, loadPath(t, path).Meta.Format)
+	require.NoError(t, g.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[podKey, alloc]{del(key("c001"))}))
+	_, err = os.Stat(path + ".journal")
+	require.NoError(t, err, "the next one appended")
+	assert.Empty(t, loadWithJournal(t, path).Entries)
 }

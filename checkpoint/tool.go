@@ -8,7 +8,6 @@ import (
 	"errors"
 	"hash/crc32"
 	"io"
-	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -76,12 +75,14 @@ func (r *readOnly) quarantine() (string, error) {
 }
 func (r *readOnly) close() error { return nil }
 
+// The journal is read, and replayed by Load, so that the command shows
+// what a daemon's Load would restore; it is never written.
 func (r *readOnly) journalName() string          { return r.path + ".journal" }
 func (r *readOnly) readJournal() ([]byte, error) { return r.fs.ReadFile(r.journalName()) }
 func (r *readOnly) appendJournal([]byte, int64, onDisk) error {
-	return pathError("append", r.journalName(), errReadOnly)
+	return pathError("commit", r.path, errReadOnly)
 }
-func (r *readOnly) removeJournal() error { return pathError("remove", r.journalName(), errReadOnly) }
+func (r *readOnly) removeJournal() error { return pathError("save", r.path, errReadOnly) }
 
 func readRaw(ctx context.Context, path string, opt rawfile.Options) *rawfile.File {
 	cfg, _ := configure[rawfile.Key, json.RawMessage](nil) // no options: cannot fail
@@ -253,18 +254,27 @@ func (l *rawLocked) Replace(ctx context.Context, h rawfile.Header, entries []raw
 		lines = append(lines, line)
 	}
 	m := Meta(h)
-	m.Format = formatVersion
+	// Format 1: a repaired file has no journal of its own (the journal
+	// is removed below). Its Seq is above the file's, which every record
+	// of the journal names as its base, so that even a journal a crash
+	// brings back is skipped as older, if it is intact.
+	m.Format = 1
 	m.Schema = max(h.Schema, 1)
-	m.Seq = max(c.last.seq, seqAbove) + 1
+	m.Seq = max(c.last.seq, c.head, seqAbove) + 1
 	m.SavedAt = time.Now().UTC()
 	if err := l.f.disk.writeOver(appendFile(nil, m, lines)); err != nil {
 		return err
 	}
-	// The journal's records follow the file replaced: with the new Seq
-	// above theirs they would be skipped, but they go, durably, so that
-	// nobody takes them for commits of the new file.
-	if err := l.f.disk.dropJournalDurably(); err != nil {
+	// Then the journal goes (KeepCopy kept it): its records are in entries
+	// or were meant to go, and a damaged one would make the repaired
+	// checkpoint unreadable again. Only now, with the new file durable: a
+	// crash before leaves the new file and a journal whose records, if
+	// intact, are skipped as older.
+	if err := l.f.disk.removeJournal(); err != nil {
 		return err
+	}
+	if err := l.f.disk.fs.SyncDir(l.f.disk.dir); err != nil {
+		return pathError("save: fsync directory", l.f.disk.dir, err)
 	}
 	// The core's view of the file is stale now; the next use reads it.
 	c.state, c.bad, c.last = stateUnknown, nil, onDisk{exists: true, seq: m.Seq, savedAt: m.SavedAt}
@@ -289,6 +299,8 @@ func (d *disk) keepCopy() (string, error) {
 	if !hasFile {
 		return "", pathError("quarantine", d.path, ErrNotExist)
 	}
+	// The journal, if any, is kept with it, under the same name +
+	// ".journal": the repair that follows makes its records stale.
 	if _, _, err := d.linkAside(d.journal, dst, ".journal"); err != nil {
 		return "", err
 	}
@@ -296,21 +308,6 @@ func (d *disk) keepCopy() (string, error) {
 		return "", pathError("quarantine: fsync directory", d.dir, err)
 	}
 	return dst, nil
-}
-
-// dropJournalDurably removes the journal, if there is one, and fsyncs the
-// directory.
-func (d *disk) dropJournalDurably() error {
-	if err := d.fs.Remove(d.journal); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return pathError("save: remove journal", d.journal, err)
-	}
-	if err := d.fs.SyncDir(d.dir); err != nil {
-		return pathError("save: fsync directory", d.dir, err)
-	}
-	return nil
 }
 
 // writeOver makes data the checkpoint with the steps of replace (temporary

@@ -30,9 +30,10 @@ type Stats struct {
 	CheckpointSaves        uint64        // saves that succeeded, restore's included
 	CheckpointSaveFailures uint64        // saves that failed
 	CheckpointSaveTime     time.Duration // time spent in saves, failed ones included
-	// CheckpointBytes is the size of the checkpoint file as last loaded or
-	// saved, when the checkpoint can tell (a checkpoint.Sizer, as
-	// checkpoint.File and checkpoint.Memory are); 0 otherwise.
+	// CheckpointBytes is the size of the checkpoint file (with its
+	// journal, under checkpoint.WithJournal) as last loaded or saved, when
+	// the checkpoint can tell (a checkpoint.Sizer, as checkpoint.File and
+	// checkpoint.Memory are); 0 otherwise.
 	CheckpointBytes int64
 
 	LegacyWrites        uint64 // writes to a legacy the Store writes, undo and repair included

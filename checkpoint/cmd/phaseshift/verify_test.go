@@ -29,7 +29,7 @@ func TestVerifyExitStatuses(t *testing.T) {
 		}, nil, "corrupt", 4, "checksum"},
 		{"empty", func(t *testing.T, path string) { require.NoError(t, os.WriteFile(path, nil, 0o600)) }, nil, "corrupt", 4, "empty"},
 		{"a key twice", func(t *testing.T, path string) { editSealed(t, path, `"containerID":"c1"`, `"containerID":"c0"`) }, nil, "corrupt", 4, "twice"},
-		{"newer format", func(t *testing.T, path string) { editSealed(t, path, `"format": 1`, `"format": 3`) }, nil, "newer", 5, "format is 3"},
+		{"newer format", func(t *testing.T, path string) { editSealed(t, path, `"format": 1`, `"format": 3`) }, nil, "newer", 5, "format is 3"}, // 2 is a file written WithJournal
 		{"newer schema than --schema", func(*testing.T, string) {}, []string{"--schema", "1"}, "newer", 5, "schema 2"},
 		{"unreadable: a directory", func(t *testing.T, path string) {
 			require.NoError(t, os.Remove(path))
