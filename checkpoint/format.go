@@ -228,6 +228,12 @@ func parseHeader(head []byte) (Meta, error) {
 	hdec := json.NewDecoder(bytes.NewReader(append(head[:len(head)-1:len(head)-1], "\n}"...)))
 	hdec.DisallowUnknownFields()
 	if err := hdec.Decode(&h); err != nil {
+		// A newer format may have header fields this one lacks: it is
+		// newer, not corrupt.
+		var f struct{ Format int }
+		if json.Unmarshal(append(head[:len(head)-1:len(head)-1], "\n}"...), &f) == nil && f.Format > formatVersion {
+			return Meta{Format: f.Format}, newerFormat(f.Format)
+		}
 		return Meta{}, corruptBecause(err, "the header is not valid: %s", decodeFailure(err))
 	}
 	if h.Format == nil || h.Schema == nil || h.Seq == nil {
@@ -241,12 +247,16 @@ func parseHeader(head []byte) (Meta, error) {
 	}
 	m := Meta{Format: *h.Format, Schema: *h.Schema, Phase: h.Phase, Writer: h.Writer, BootID: h.BootID, Seq: *h.Seq, SavedAt: savedAt}
 	if m.Format > formatVersion {
-		return m, fmt.Errorf("%w: the file format is %d and this library reads up to %d: it was written by a newer phaseshift; upgrade the binary or quarantine the file", ErrNewerSchema, m.Format, formatVersion)
+		return m, newerFormat(m.Format)
 	}
 	if m.Format < 1 {
 		return m, corrupt("format %d is not a checkpoint format", m.Format)
 	}
 	return m, nil
+}
+
+func newerFormat(format int) error {
+	return fmt.Errorf("%w: the file format is %d and this library reads up to %d: it was written by a newer phaseshift; upgrade the binary or quarantine the file", ErrNewerSchema, format, formatVersion)
 }
 
 // splitEntries cuts the entries list into entry lines, checking the

@@ -254,6 +254,23 @@ func TestNewerFormatRefused(t *testing.T) {
 	_, err := m.Load(ctx)
 	require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
 	assert.Contains(t, err.Error(), "file format is 3")
+
+	// A newer format may add header fields: the file is still newer, not
+	// corrupt (a corrupt file is quarantined, a newer one kept for the
+	// roll-forward).
+	withField := strings.Replace(body, `"format": 3,`, `"format": 3,
+  "compression": "none",`, 1)
+	checkpointtest.SetBytes(m, []byte(withField+sealFor(withField)))
+	_, err = m.Load(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
+	assert.NotErrorIs(t, err, checkpoint.ErrCorrupt)
+	assert.Contains(t, err.Error(), "file format is 3")
+
+	// In the current format, an unknown header field is corruption.
+	same := strings.Replace(withField, `"format": 3,`, `"format": 1,`, 1)
+	checkpointtest.SetBytes(m, []byte(same+sealFor(same)))
+	_, err = m.Load(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 }
 
 func TestOlderSchemaWithoutUpgrade(t *testing.T) {

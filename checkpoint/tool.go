@@ -6,10 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"hash/crc32"
 	"io"
-	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -60,7 +58,8 @@ func (p *primed) read() ([]byte, error) {
 	return p.backend.read()
 }
 
-// readOnly is the backend of a checkpoint read without its lock.
+// readOnly is the backend of a checkpoint read without its lock: the file
+// and its journal, which Load replays as a daemon's would.
 type readOnly struct {
 	fs   fsys.FS
 	path string
@@ -118,7 +117,28 @@ func loadRaw(ctx context.Context, c *rawCore, p *primed, opt rawfile.Options) *r
 	p.ready = false
 	out.Err = lerr
 	out.Entries = rawEntries(c, snap, lerr == nil)
+	out.Meta = rawfile.Header(snap.Meta)
+	out.Journal = rawJournal(c, p.backend, snap.Meta.Seq)
 	return out
+}
+
+// rawJournal says what the journal beside the file held at the load: seq
+// is the Seq of the state Load returned (the last record's, when records
+// were replayed).
+func rawJournal(c *rawCore, be backend, seq uint64) rawfile.Journal {
+	st := c.journal()
+	j := rawfile.Journal{Path: be.journalName(), Bytes: st.Bytes, Records: st.Records, Stale: st.Stale, Seq: seq}
+	if st.Torn != nil {
+		j.TornBytes = st.Torn.Bytes
+	}
+	if st.Bytes == 0 {
+		if _, err := be.readJournal(); err == nil {
+			j.Exists = true // empty, or beside a file that did not load
+		}
+	} else {
+		j.Exists = true
+	}
+	return j
 }
 
 // rawEntries lists snap's entries in the file's order when the core holds
@@ -262,27 +282,22 @@ func (l *rawLocked) Replace(ctx context.Context, h rawfile.Header, entries []raw
 	return nil
 }
 
-// keepCopy links the checkpoint to a new quarantine name, as quarantine
-// does, but leaves it in place: a repair replaces it afterwards with an
-// atomic rename, so there is no instant without a checkpoint at the path.
+// keepCopy links the checkpoint, and its journal if there is one, to a
+// new quarantine name (the journal's: the same name + ".journal"), as
+// quarantine does, but leaves them in place: a repair replaces the file
+// afterwards with an atomic rename, so there is no instant without a
+// checkpoint at the path.
 func (d *disk) keepCopy() (string, error) {
 	if err := d.own("quarantine", nil); err != nil {
 		return "", err
 	}
 	base := d.path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
-	dst := base
-	for i := 1; ; i++ {
-		err := d.fs.Link(d.path, dst)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", pathError("quarantine", d.path, ErrNotExist)
-		}
-		if !errors.Is(err, fs.ErrExist) || i > 100 {
-			return "", pathError("quarantine: link", d.path, err)
-		}
-		dst = fmt.Sprintf("%s-%d", base, i)
+	dst, hasFile, err := d.linkAside(d.path, base, "")
+	if err != nil {
+		return "", err
+	}
+	if !hasFile {
+		return "", pathError("quarantine", d.path, ErrNotExist)
 	}
 	// The journal, if any, is kept with it, under the same name +
 	// ".journal": the repair that follows makes its records stale.

@@ -56,7 +56,7 @@ func runDelete(ctx context.Context, e *env, o *options, args []string) (err erro
 	if r.Kept, err = l.KeepCopy(ctx); err != nil {
 		return fail(exitFailed, "keeping a copy of the file before the change, nothing changed: %v", err)
 	}
-	if err := l.Delete(ctx, j.Header, r.Key); err != nil {
+	if err := l.Delete(ctx, j.Meta, r.Key); err != nil {
 		return fail(exitFailed, "deleting the entry, the file is unchanged: %v", err)
 	}
 	if err := check(ctx, l, r); err != nil {

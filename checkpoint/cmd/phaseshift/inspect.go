@@ -21,9 +21,11 @@ func init() {
 		about: `inspect shows what a daemon would restore from PATH and what lies beside it:
 the header (format, value schema, seq, the writer's phase and version, boot
 ID, time of the save), the number of entries and the file's size, the
-checksum verdict, whether a process holds the checkpoint's lock (and its
-PID), PATH.prev and the quarantined copies (PATH.corrupt-<time>) with their
-seq and time. It exits with PATH's verdict, as verify does. It does not take
+checksum verdict, the journal (PATH.journal, with checkpoint.WithJournal:
+its records, replayed in what the entries count, and a torn last record
+Load discarded), whether a process holds the checkpoint's lock (and its
+PID), PATH.prev and the quarantined copies (PATH.corrupt-<time>, each with
+its journal if it had one) with their seq and time. It exits with PATH's verdict, as verify does. It does not take
 the lock.`,
 		examples: []string{
 			"phaseshift inspect /var/run/ipamd/state.json",
@@ -36,13 +38,14 @@ the lock.`,
 
 // fileJSON describes one file in inspect's --json output.
 type fileJSON struct {
-	Path     string      `json:"path"`
-	Verdict  string      `json:"verdict"`
-	Reason   string      `json:"reason,omitempty"`
-	Size     int64       `json:"size"`
-	Entries  int         `json:"entries"`
-	Checksum string      `json:"checksum"`
-	Header   *headerJSON `json:"header"`
+	Path     string       `json:"path"`
+	Verdict  string       `json:"verdict"`
+	Reason   string       `json:"reason,omitempty"`
+	Size     int64        `json:"size"`
+	Entries  int          `json:"entries"`
+	Checksum string       `json:"checksum"`
+	Header   *headerJSON  `json:"header"`
+	Journal  *journalJSON `json:"journal"`
 	// QuarantinedAt is when a quarantined copy was made, from its name.
 	QuarantinedAt *time.Time `json:"quarantinedAt,omitempty"`
 }
@@ -81,8 +84,26 @@ func runInspect(ctx context.Context, e *env, o *options, args []string) error {
 	return nil
 }
 
+// journalJSON describes the journal beside a file; nil when there is none.
+type journalJSON struct {
+	Path      string `json:"path"`
+	Bytes     int64  `json:"bytes"`
+	Records   int    `json:"records"`   // replayed over the file
+	Stale     int    `json:"stale"`     // skipped: the file holds them already
+	TornBytes int64  `json:"tornBytes"` // a torn last record discarded, never acknowledged
+	Seq       uint64 `json:"seq"`       // the seq of the state the entries are
+}
+
+func describeJournal(j *judged) *journalJSON {
+	if !j.Journal.Exists {
+		return nil
+	}
+	jj := j.Journal
+	return &journalJSON{Path: jj.Path, Bytes: jj.Bytes, Records: jj.Records, Stale: jj.Stale, TornBytes: jj.TornBytes, Seq: jj.Seq}
+}
+
 func describe(j *judged) fileJSON {
-	d := fileJSON{Path: j.Path, Verdict: j.verdict, Reason: j.reason, Size: j.Size, Entries: len(j.Entries), Header: j.header()}
+	d := fileJSON{Path: j.Path, Verdict: j.verdict, Reason: j.reason, Size: j.Size, Entries: len(j.Entries), Header: j.header(), Journal: describeJournal(j)}
 	switch {
 	case j.Size < 0:
 		d.Checksum = "not read"
@@ -104,7 +125,8 @@ func quarantined(ctx context.Context, prefix string, schema int) []fileJSON {
 	}
 	var names []string
 	for _, de := range ents {
-		if strings.HasPrefix(de.Name(), base) {
+		// A quarantined journal is read with its file (NAME.journal).
+		if strings.HasPrefix(de.Name(), base) && !strings.HasSuffix(de.Name(), ".journal") {
 			names = append(names, de.Name())
 		}
 	}
@@ -136,6 +158,7 @@ func printInspect(w io.Writer, out *inspectJSON) {
 		fmt.Fprintf(w, "  entries:   %d\n  size:      %d bytes\n", out.Entries, out.Size)
 	}
 	fmt.Fprintf(w, "  checksum:  %s\n", out.Checksum)
+	fmt.Fprintf(w, "  journal:   %s\n", journalLine(out.Journal))
 	fmt.Fprintf(w, "  lock:      %s\n  lock file: %s\n", out.Lock, out.Lock.Path)
 	if out.Prev == nil {
 		fmt.Fprintf(w, "  .prev:     none\n")
@@ -152,6 +175,21 @@ func printInspect(w io.Writer, out *inspectJSON) {
 	}
 }
 
+// journalLine describes the journal in one line.
+func journalLine(j *journalJSON) string {
+	if j == nil {
+		return "none"
+	}
+	s := fmt.Sprintf("%s: %d bytes, %d records replayed (state seq %d)", filepath.Base(j.Path), j.Bytes, j.Records, j.Seq)
+	if j.Stale > 0 {
+		s += fmt.Sprintf(", %d stale skipped", j.Stale)
+	}
+	if j.TornBytes > 0 {
+		s += fmt.Sprintf(", a torn last record of %d bytes discarded (a commit a crash cut short, never acknowledged)", j.TornBytes)
+	}
+	return s
+}
+
 // sibling describes .prev or a quarantined copy in one line.
 func sibling(d *fileJSON) string {
 	s := filepath.Base(d.Path) + ": " + d.Verdict
@@ -160,6 +198,9 @@ func sibling(d *fileJSON) string {
 	}
 	if d.Verdict == verdictIntact {
 		s += fmt.Sprintf(", %d entries", d.Entries)
+	}
+	if d.Journal != nil {
+		s += fmt.Sprintf(", with its journal (%d records)", d.Journal.Records)
 	}
 	if d.QuarantinedAt != nil {
 		s += ", quarantined " + d.QuarantinedAt.Format(time.RFC3339)

@@ -78,12 +78,14 @@ func printRepaired(e *env, r *repaired, text string) error {
 	return nil
 }
 
-// seqOf returns the seq of j's header, or 0 if it could not be read.
+// seqOf returns the highest seq j is known to hold: its header's, or the
+// last record's of its journal; 0 if neither could be read.
 func seqOf(j *judged) uint64 {
+	seq := j.Journal.Seq
 	if h := j.header(); h != nil {
-		return h.Seq
+		seq = max(seq, h.Seq)
 	}
-	return 0
+	return seq
 }
 
 // closeLocked releases the lock, reporting a failure only when nothing

@@ -19,7 +19,11 @@ torn write, which reseal would make the daemon trust: so it runs only with
 --i-edited-this-file-by-hand. Check the edit first with
 phaseshift diff --ignore-checksum PATH PATH.prev. The edit must keep the
 writer's layout (one entry per line, the header's lines as they were). The
-hand-edited file is kept as a quarantined copy; PATH.prev is left as it is.`,
+hand-edited file is kept as a quarantined copy; PATH.prev is left as it is.
+With a journal (PATH.journal, checkpoint.WithJournal), its records are
+replayed over the edited file and folded into the resealed one, which
+records the last record's phase and writer, and the journal is kept with
+the quarantined copy and removed.`,
 		examples: []string{
 			"phaseshift diff --ignore-checksum --values /var/run/ipamd/state.json /var/run/ipamd/state.json.prev",
 			"phaseshift reseal --i-edited-this-file-by-hand /var/run/ipamd/state.json",
@@ -56,7 +60,7 @@ func runReseal(ctx context.Context, e *env, o *options, args []string) (err erro
 		return fail(exitFailed, "keeping a copy of the file before resealing it, nothing changed: %v", err)
 	}
 	prev := readFile(ctx, rawfile.NamesOf(j.Path).Prev, 0, false)
-	if err := l.Replace(ctx, j.Header, j.Entries, max(seqOf(j), seqOf(prev))); err != nil {
+	if err := l.Replace(ctx, j.Meta, j.Entries, max(seqOf(j), seqOf(prev))); err != nil {
 		return fail(exitFailed, "writing %s: %v", j.Path, err)
 	}
 	if err := check(ctx, l, r); err != nil {

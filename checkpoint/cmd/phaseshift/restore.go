@@ -14,8 +14,10 @@ func init() {
 		about: `restore-prev makes PATH.prev (the previous good save) the checkpoint again,
 under the checkpoint's lock, durably, with a seq above both files'. It keeps
 the file it replaces, if any, as a quarantined copy (PATH.corrupt-<time>),
-and leaves PATH.prev as it is. PATH.prev must be intact. It lacks the last
-write, so it refuses to replace an intact file unless --replace-intact says
+and leaves PATH.prev as it is. PATH.prev must be intact. With a journal
+(PATH.journal, checkpoint.WithJournal), the journal is kept with the copy
+and removed: its records follow the file replaced. PATH.prev lacks the last
+write (with a journal, every commit since the last compaction), so it refuses to replace an intact file unless --replace-intact says
 so (say, after a buggy daemon wrote a bad but intact file). It exits 7 if a
 daemon holds the lock longer than --lock-wait: stop the daemon first.`,
 		examples: []string{

@@ -110,6 +110,29 @@ type File struct {
 	// one matching checkpoint.ErrNotExist, ErrCorrupt, ErrNewerSchema or
 	// ErrBadEntry; or the error of reading the file.
 	Err error
+	// Meta is the header Load returned when it succeeded: the file's, with
+	// the phase, writer, boot ID, seq and time of the last journal record
+	// replayed over it, if any. It is what a repair writes back.
+	Meta Header
+	// Journal is what the journal beside the file held (see
+	// checkpoint.WithJournal); Entries include its records.
+	Journal Journal
+}
+
+// Journal is what Read learned of the journal beside a checkpoint.
+type Journal struct {
+	Path   string
+	Exists bool
+	Bytes  int64 // its size, when the file loaded
+	// Records is the number of records replayed over the file, Stale the
+	// number skipped because the file already held them.
+	Records, Stale int
+	// TornBytes is the size of a torn last record Load discarded (a commit
+	// a crash cut short, never acknowledged); 0 if none.
+	TornBytes int64
+	// Seq is the Seq of the state Load returned: the last replayed
+	// record's, or the file's.
+	Seq uint64
 }
 
 // Options changes how Read reads a file.
@@ -132,14 +155,16 @@ type Locked interface {
 	// as Save sets them.
 	Delete(ctx context.Context, h Header, key Key) error
 	// KeepCopy links the file at path to a new quarantine name
-	// (path.corrupt-<UTC time>), durably, leaving it in place, and returns
-	// that name.
+	// (path.corrupt-<UTC time>), and its journal, if any, to that name +
+	// ".journal", durably, leaving them in place, and returns the name.
 	KeepCopy(ctx context.Context) (string, error)
 	// Replace writes h and entries as the checkpoint, in that order,
 	// whatever is at path now (the caller has kept a copy of it), durably,
 	// with a fresh checksum and a seq above both seqAbove and the seq last
 	// read; it leaves path.prev as it is, so that .prev only ever holds a
-	// file that loaded. h.Schema is written as the schema.
+	// file that loaded. h.Schema is written as the schema. Then it removes
+	// the journal, durably: its records follow the file replaced (entries
+	// read from a file with a journal include the journal's records).
 	Replace(ctx context.Context, h Header, entries []Entry, seqAbove uint64) error
 	// Close releases the lock.
 	Close() error
