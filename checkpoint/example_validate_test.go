@@ -38,10 +38,10 @@ func ExampleWithValidate() {
 	var bad *checkpoint.BadEntriesError
 	if errors.As(err, &bad) {
 		for _, e := range bad.Entries {
-			fmt.Println(e)
+			fmt.Println(e.Key, e.Err) // e.Index, its place in the file, is left out: map order
 		}
 	}
 	// Output:
 	// map[pod-a:10.0.0.7]
-	// entry 1 (key "pod-b"): rejected by the WithValidate function: the address is outside the pool
+	// "pod-b" rejected by the WithValidate function: the address is outside the pool
 }
