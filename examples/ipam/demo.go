@@ -86,39 +86,14 @@ func demo(ctx context.Context, out io.Writer) error {
 	var notes []string
 	kills := 0
 	for i, st := range demoSteps {
-		before := peek(ctx, state)
-		d, rep, err := startDaemon(ctx, self, srv.Endpoint(), state, st.phase)
+		res, err := w.step(ctx, tw, self, srv.Endpoint(), state, i, st)
 		if err != nil {
 			tw.Flush()
-			return fmt.Errorf("step %d (%s, phase %s): %w", i+1, st.event, st.phase, err)
+			return err
 		}
-		problems := w.check(d)
-		check := "ok: " + w.summary()
-		if len(problems) > 0 {
-			check = "FAILED: " + strings.Join(problems, "; ")
-			failures = append(failures, fmt.Sprintf("step %d: %s", i+1, strings.Join(problems, "; ")))
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%d %s\t%s\t%d\t%d\t%d\t%s\t%s\n", i+1, st.event, int(st.phase), st.phase,
-			rep.ReadFrom, rep.Restored, rep.Backfilled, rep.Orphaned, checkpointColumn(st.phase, rep), check)
-		if rep.Stale != "" {
-			notes = append(notes, fmt.Sprintf("step %d: stale checkpoint: %s", i+1, rep.Stale))
-			notes = append(notes, w.whatIf(before)...)
-		}
-		if err := w.traffic(d, st.pods); err != nil {
-			d.kill()
-			tw.Flush()
-			return fmt.Errorf("step %d: %w", i+1, err)
-		}
-		fmt.Fprintf(tw, "\t  pods: %s%s\t\t\t\t\t\t\t\n", describe(st.pods), map[bool]string{true: ", then kill -9", false: ""}[st.kill])
+		failures, notes = append(failures, res.failures...), append(notes, res.notes...)
 		if st.kill {
 			kills++
-			err = d.kill()
-		} else {
-			err = d.exit()
-		}
-		if err != nil {
-			tw.Flush()
-			return fmt.Errorf("step %d: stopping the daemon: %w", i+1, err)
 		}
 	}
 	// One more restart in the last phase: the last step's writes must be
@@ -146,6 +121,49 @@ func demo(ctx context.Context, out io.Writer) error {
 	fmt.Fprintf(out, "verdict: every check held: %d restarts (%d by kill -9), %d ADDs, %d DELs; no address lost, none assigned twice, nothing stale served.\n",
 		len(demoSteps)+1, kills, w.adds, w.dels)
 	return nil
+}
+
+// stepResult is what one step of the demo found.
+type stepResult struct {
+	failures, notes []string
+}
+
+// step starts the daemon in the step's phase, checks what it restored,
+// prints the step's rows, sends it the step's pods and stops it (with
+// kill -9 when the step says so).
+func (w *world) step(ctx context.Context, tw io.Writer, self, endpoint, state string, i int, st step) (stepResult, error) {
+	var res stepResult
+	before := peek(ctx, state)
+	d, rep, err := startDaemon(ctx, self, endpoint, state, st.phase)
+	if err != nil {
+		return res, fmt.Errorf("step %d (%s, phase %s): %w", i+1, st.event, st.phase, err)
+	}
+	problems := w.check(d)
+	check := "ok: " + w.summary()
+	if len(problems) > 0 {
+		check = "FAILED: " + strings.Join(problems, "; ")
+		res.failures = append(res.failures, fmt.Sprintf("step %d: %s", i+1, strings.Join(problems, "; ")))
+	}
+	fmt.Fprintf(tw, "%d\t%s\t%d %s\t%s\t%d\t%d\t%d\t%s\t%s\n", i+1, st.event, int(st.phase), st.phase,
+		rep.ReadFrom, rep.Restored, rep.Backfilled, rep.Orphaned, checkpointColumn(st.phase, rep), check)
+	if rep.Stale != "" {
+		res.notes = append(res.notes, fmt.Sprintf("step %d: stale checkpoint: %s", i+1, rep.Stale))
+		res.notes = append(res.notes, w.whatIf(before)...)
+	}
+	if err := w.traffic(d, st.pods); err != nil {
+		d.kill()
+		return res, fmt.Errorf("step %d: %w", i+1, err)
+	}
+	fmt.Fprintf(tw, "\t  pods: %s%s\t\t\t\t\t\t\t\n", describe(st.pods), map[bool]string{true: ", then kill -9", false: ""}[st.kill])
+	if st.kill {
+		err = d.kill()
+	} else {
+		err = d.exit()
+	}
+	if err != nil {
+		return res, fmt.Errorf("step %d: stopping the daemon: %w", i+1, err)
+	}
+	return res, nil
 }
 
 // peek reads the checkpoint as it is before a daemon starts, to tell what
