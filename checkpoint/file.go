@@ -409,33 +409,12 @@ func (d *disk) replace(data []byte, last onDisk) error {
 				zap.String("path", d.path), zap.Uint64("lastSeq", last.seq))
 		}
 	}
-	f, err := d.createTemp()
+	tmp, step, err := d.writeTemp(data)
 	if err != nil {
-		return fail("create temporary file", err)
+		return fail(step, err)
 	}
-	cleanup := func() { _ = f.Close(); _ = d.fs.Remove(f.Name()) }
-	n, err := f.Write(data)
-	if err == nil && n < len(data) {
-		err = io.ErrShortWrite
-	}
-	if err != nil {
-		cleanup()
-		return fail("write", err)
-	}
-	// fsync before rename, or the rename can reach the disk before the
-	// data and a crash leaves an empty file (renameio quotes Ts'o on this:
-	// "a zero-length file is a valid and possible outcome after the
-	// rename" without it).
-	if err := f.Sync(); err != nil {
-		cleanup()
-		return fail("fsync", err)
-	}
-	if err := f.Close(); err != nil {
-		_ = d.fs.Remove(f.Name())
-		return fail("close", err)
-	}
-	if err := d.fs.Rename(f.Name(), d.path); err != nil {
-		_ = d.fs.Remove(f.Name())
+	if err := d.fs.Rename(tmp, d.path); err != nil {
+		_ = d.fs.Remove(tmp)
 		return fail("rename", err)
 	}
 	// The rename is atomic but not durable until the directory is
@@ -452,6 +431,38 @@ func (d *disk) replace(data []byte, last onDisk) error {
 // previous file without ever leaving path empty, and rename makes the new
 // .prev appear atomically. It reports false, having changed nothing, when
 // there is no checkpoint to keep.
+// writeTemp writes data to a new temporary file beside the checkpoint,
+// fsyncs and closes it, and returns its name; on failure it removes it and
+// says which step failed.
+func (d *disk) writeTemp(data []byte) (name, step string, err error) {
+	f, err := d.createTemp()
+	if err != nil {
+		return "", "create temporary file", err
+	}
+	cleanup := func() { _ = f.Close(); _ = d.fs.Remove(f.Name()) }
+	n, err := f.Write(data)
+	if err == nil && n < len(data) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		cleanup()
+		return "", "write", err
+	}
+	// fsync before rename, or the rename can reach the disk before the
+	// data and a crash leaves an empty file (renameio quotes Ts'o on this:
+	// "a zero-length file is a valid and possible outcome after the
+	// rename" without it).
+	if err := f.Sync(); err != nil {
+		cleanup()
+		return "", "fsync", err
+	}
+	if err := f.Close(); err != nil {
+		_ = d.fs.Remove(f.Name())
+		return "", "close", err
+	}
+	return f.Name(), "", nil
+}
+
 func (d *disk) keepPrev() (bool, error) {
 	if err := d.fs.Remove(d.prevTmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, err

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"hash/crc32"
-	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -321,28 +320,12 @@ func (d *disk) writeOver(data []byte) error {
 	if err := d.own("save", nil); err != nil {
 		return err
 	}
-	f, err := d.createTemp()
+	tmp, step, err := d.writeTemp(data)
 	if err != nil {
-		return fail("create temporary file", err)
+		return fail(step, err)
 	}
-	n, err := f.Write(data)
-	if err == nil && n < len(data) {
-		err = io.ErrShortWrite
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if err != nil {
-		_ = f.Close()
-		_ = d.fs.Remove(f.Name())
-		return fail("write and fsync", err)
-	}
-	if err := f.Close(); err != nil {
-		_ = d.fs.Remove(f.Name())
-		return fail("close", err)
-	}
-	if err := d.fs.Rename(f.Name(), d.path); err != nil {
-		_ = d.fs.Remove(f.Name())
+	if err := d.fs.Rename(tmp, d.path); err != nil {
+		_ = d.fs.Remove(tmp)
 		return fail("rename", err)
 	}
 	if err := d.fs.SyncDir(d.dir); err != nil {
