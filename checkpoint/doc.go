@@ -8,8 +8,8 @@
 // checks it, [File.Save] replaces it, [File.Commit] replaces it with a few
 // entries changed (or, [WithJournal], appends the changes to a journal
 // beside it), [File.Quarantine] moves an unreadable file aside, and
-// [File.Close] releases the lock. [Memory] is the same thing in memory, with
-// fault injection, for tests.
+// [File.Close] releases the lock. [Memory] is the same thing in memory, for
+// tests; package checkpointtest injects faults into it.
 //
 // # The file
 //
@@ -86,6 +86,10 @@
 //     power cut can bring the old file back after Save returned (renameio,
 //     for one, stops after the rename). A crash or power cut at any instant
 //     leaves the previous or the new checkpoint at the path, never a mix.
+//     (The temporary file is this package's own rather than renameio's, so
+//     that Open can tell its own leftovers from another checkpoint's by
+//     name, and undo a rename whose directory fsync failed; renameio is not
+//     a dependency.)
 //   - Durable appends (WithJournal). A commit that goes to the journal
 //     takes these steps: it checks that the lock is still this File's
 //     (as a save does), that the checkpoint the journal follows is still
