@@ -1,0 +1,224 @@
+package checkpoint_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
+)
+
+// Adversarial tests of WithJournal's documented claims (doc.go, "The
+// journal", Guarantees and Caveats; journal.go).
+
+type strChange = checkpoint.Change[string, string]
+
+func sput(k, v string) strChange { return strChange{Key: k, Value: v} }
+func sdel(k string) strChange    { return strChange{Key: k, Delete: true} }
+
+// applyChanges is the model: what a commit of changes does to a map.
+func applyChanges(m map[string]string, changes []strChange) {
+	for _, c := range changes {
+		if c.Delete {
+			delete(m, c.Key)
+		} else {
+			m[c.Key] = c.Value
+		}
+	}
+}
+
+// mixedCommits puts, deletes and re-puts the same key within one commit,
+// in every order: the journal must replay them in the order given.
+var mixedCommits = [][]strChange{
+	{sput("x", "1"), sdel("x")},                  // born and gone in one commit
+	{sdel("a"), sput("a", "2")},                  // deleted then back
+	{sput("b", "1"), sput("b", "2"), sdel("b")},  // changed twice then deleted
+	{sput("y", "1"), sdel("y"), sput("y", "3")},  // put, delete, put
+	{sdel("missing"), sdel("missing")},           // nothing to delete, twice
+	{sput("a", "9"), sdel("a"), sdel("a")},       // a double delete
+	{sput("c", "new"), sdel("c"), sput("c", "")}, // back with an empty value
+}
+
+// TestReviewJournalPutAndDeleteOfOneKeyInOneCommit attacks "Load replays
+// the journal over the file" and "serves exactly what was committed" with
+// commits that change and delete the same key in one Commit, on File and
+// Memory, and checks both hold the same journal bytes' effect (parity).
+func TestReviewJournalPutAndDeleteOfOneKeyInOneCommit(t *testing.T) {
+	ctx := context.Background()
+	start := map[string]string{"a": "1", "b": "0", "c": "0", "keep": "k"}
+	path := filepath.Join(t.TempDir(), "s.json")
+	f, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	m := checkpointtest.NewMemory[string, string](t, checkpoint.WithJournal())
+	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[string, string]{Entries: start}))
+	require.NoError(t, m.Save(ctx, checkpoint.Snapshot[string, string]{Entries: start}))
+	want := map[string]string{}
+	for k, v := range start {
+		want[k] = v
+	}
+	for i, changes := range mixedCommits {
+		require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, changes), "commit %d", i)
+		require.NoError(t, m.Commit(ctx, checkpoint.Meta{}, changes), "commit %d", i)
+		applyChanges(want, changes)
+	}
+	assert.Equal(t, len(mixedCommits), f.Journal().Records, "every commit went to the journal")
+	require.NoError(t, f.Close())
+
+	g, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	defer g.Close()
+	s, err := g.Load(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, want, s.Entries, "File: replay gives what was committed")
+	assert.Equal(t, uint64(1+len(mixedCommits)), s.Meta.Seq)
+
+	r := checkpointtest.Reopen(t, m)
+	ms, err := r.Load(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, want, ms.Entries, "Memory: replay gives what was committed")
+	j, err := os.ReadFile(path + ".journal")
+	require.NoError(t, err)
+	assert.Equal(t, len(j), len(checkpointtest.Journal(m)), "Memory keeps a journal as File does")
+	assert.Equal(t, g.Journal().Records, r.Journal().Records)
+	assert.Equal(t, g.Journal().Bytes, r.Journal().Bytes)
+	assert.Equal(t, g.Journal().FileSize, r.Journal().FileSize)
+
+	// The File's journal replayed by Memory gives the same state: one format.
+	checkpointtest.SetJournal(r, j)
+	ms, err = r.Load(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, want, ms.Entries)
+}
+
+// TestReviewJournalCommitAfterStaleLoad attacks "Lines whose base is below
+// the file's Seq ... are skipped" and "compacted ... after a Load that
+// found anything but whole records that follow the file": a save whose
+// journal removal was lost (the old journal came back), then a Load, a
+// Commit, and a restart. No stale record may be replayed, the commit must
+// survive, and the stale records must be gone.
+func TestReviewJournalCommitAfterStaleLoad(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.json")
+	f, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[string, string]{Entries: map[string]string{"a": "1"}}))
+	require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []strChange{sput("stale1", "x")}))
+	require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []strChange{sdel("a")}))
+	old, err := os.ReadFile(path + ".journal")
+	require.NoError(t, err)
+	// The save folds the journal into a file that does not hold stale1 nor
+	// the delete of a (Save replaces the whole state).
+	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[string, string]{Entries: map[string]string{"a": "2"}}))
+	require.NoError(t, f.Close())
+	require.NoError(t, os.WriteFile(path+".journal", old, 0o600)) // the removal did not reach the disk
+
+	g, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	s, err := g.Load(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"a": "2"}, s.Entries, "stale records are not replayed")
+	assert.Equal(t, 2, g.Journal().Stale)
+	assert.Equal(t, 0, g.Journal().Records)
+	require.NoError(t, g.Commit(ctx, checkpoint.Meta{}, []strChange{sput("b", "3")}))
+	_, err = os.Stat(path + ".journal")
+	assert.ErrorIs(t, err, os.ErrNotExist, "the commit after a stale Load folded the journal away")
+	require.NoError(t, g.Commit(ctx, checkpoint.Meta{}, []strChange{sput("c", "4")}))
+	require.NoError(t, g.Close())
+
+	h, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	defer h.Close()
+	s, err = h.Load(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"a": "2", "b": "3", "c": "4"}, s.Entries)
+	assert.Zero(t, h.Journal().Stale)
+	assert.Equal(t, 1, h.Journal().Records, "the commit after the fold was appended")
+}
+
+// TestReviewJournalQuarantineJournalAlone attacks "a journal whose file is
+// missing is corruption: Load fails with ErrCorrupt, Save and Commit refuse
+// (ErrUnreadable), and Quarantine moves ... the journal aside": with no
+// file at all, only a journal.
+func TestReviewJournalQuarantineJournalAlone(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.json")
+	f, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[string, string]{Entries: map[string]string{"a": "1"}}))
+	require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []strChange{sput("b", "2")}))
+	require.NoError(t, f.Close())
+	j, err := os.ReadFile(path + ".journal")
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(path))
+
+	g, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	defer g.Close()
+	_, err = g.Load(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt, "a journal without its file")
+	assert.ErrorIs(t, g.Commit(ctx, checkpoint.Meta{}, []strChange{sput("c", "3")}), checkpoint.ErrUnreadable)
+	assert.ErrorIs(t, g.Save(ctx, checkpoint.Snapshot[string, string]{}), checkpoint.ErrUnreadable)
+	_, err = os.Stat(path)
+	assert.ErrorIs(t, err, os.ErrNotExist, "the refusals wrote nothing")
+
+	dst, err := g.Quarantine(ctx)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(dst, path+".corrupt-"), dst)
+	assert.True(t, strings.HasSuffix(dst, ".journal"), "the journal keeps its suffix: %s", dst)
+	moved, err := os.ReadFile(dst)
+	require.NoError(t, err)
+	assert.Equal(t, j, moved, "the journal is kept aside, byte for byte")
+	_, err = os.Stat(path + ".journal")
+	assert.ErrorIs(t, err, os.ErrNotExist)
+
+	s, err := g.Load(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrNotExist, "after Quarantine, nothing")
+	assert.Empty(t, s.Entries)
+	require.NoError(t, g.Commit(ctx, checkpoint.Meta{}, []strChange{sput("c", "3")}))
+	s, err = g.Load(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"c": "3"}, s.Entries, "a fresh start, without the quarantined journal")
+}
+
+// TestReviewJournalSymlinkNotFollowed attacks "a symlink planted at any
+// name this package uses is reported or replaced, never followed" for the
+// journal: a symlink at path+".journal" to a file of the attacker's. Load
+// must not read through it as the journal, and a Commit must not append to
+// its target.
+func TestReviewJournalSymlinkNotFollowed(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.json")
+	f, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[string, string]{Entries: map[string]string{"a": "1"}}))
+	require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []strChange{sput("b", "2")}))
+	real, err := os.ReadFile(path + ".journal")
+	require.NoError(t, err)
+	target := filepath.Join(dir, "victim")
+	require.NoError(t, os.WriteFile(target, real, 0o600)) // a valid journal, even
+	require.NoError(t, os.Remove(path+".journal"))
+	require.NoError(t, os.Symlink(target, path+".journal"))
+
+	_, err = f.Load(ctx)
+	require.Error(t, err, "a symlinked journal is reported, not read through")
+	assert.Contains(t, err.Error(), path+".journal")
+
+	// A File that has not read it yet: its Commit must not append to the
+	// symlink's target.
+	require.NoError(t, os.Remove(path+".journal"))
+	_, err = f.Load(ctx)
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(target, path+".journal"))
+	err = f.Commit(ctx, checkpoint.Meta{}, []strChange{sput("c", "3")})
+	after, rerr := os.ReadFile(target)
+	require.NoError(t, rerr)
+	assert.Equal(t, real, after, "the symlink's target is never written (commit error: %v)", err)
+}
