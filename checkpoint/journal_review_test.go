@@ -1,9 +1,12 @@
 package checkpoint_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -221,4 +224,93 @@ func TestReviewJournalSymlinkNotFollowed(t *testing.T) {
 	after, rerr := os.ReadFile(target)
 	require.NoError(t, rerr)
 	assert.Equal(t, real, after, "the symlink's target is never written (commit error: %v)", err)
+}
+
+// savedAtRe finds a record's savedAt, whose length varies (RFC 3339 with
+// the trailing zeros of its nanoseconds trimmed).
+var savedAtRe = regexp.MustCompile(`"savedAt":"([^"]*)"`)
+
+// commitToSize commits one put to m whose record is predicted to leave the
+// journal exactly want bytes long, assuming its savedAt has all nine
+// digits of nanoseconds; it returns the journal's size after the commit
+// and false when the prediction could not hold (a shorter savedAt).
+func commitToSize(t *testing.T, m *checkpoint.Memory[string, string], want int64) (int64, bool) {
+	t.Helper()
+	ctx := context.Background()
+	j := checkpointtest.Journal(m)
+	last := j[bytes.LastIndexByte(j[:len(j)-1], '\n')+1:]
+	const probe = "p"
+	require.Contains(t, string(last), `{"key":"`+probe+`","value":"`)
+	// The last record put probe with a value of 'v's: its length minus the
+	// value and the savedAt is the same for the next one (same key, same
+	// base, seq of the same number of digits).
+	ts := savedAtRe.FindSubmatch(last)
+	require.NotNil(t, ts)
+	vm := regexp.MustCompile(`"value":"(v*)"`).FindSubmatch(last)
+	require.NotNil(t, vm)
+	vlen := len(vm[1])
+	overhead := int64(len(last) - vlen - len(ts[1]))
+	n := want - int64(len(j)) - overhead - int64(len("2006-01-02T15:04:05.123456789Z"))
+	require.Positive(t, n)
+	value := strings.Repeat("v", int(n))
+	require.NoError(t, m.Commit(ctx, checkpoint.Meta{}, []strChange{sput(probe, value)}))
+	got := int64(len(checkpointtest.Journal(m)))
+	if got == 0 {
+		return 0, true // compacted: the record was not shorter than predicted
+	}
+	nl := bytes.LastIndexByte(checkpointtest.Journal(m)[:got-1], '\n')
+	rec := checkpointtest.Journal(m)[nl+1:]
+	ts = savedAtRe.FindSubmatch(rec)
+	return got, len(ts[1]) == 30
+}
+
+// TestReviewJournalCompactionBoundExactly attacks "the commit that would
+// grow it past a fifth of the file's size (at least 32 KiB)" compacts: a
+// commit that makes the journal exactly the bound is appended, one byte
+// more compacts; for a small file (the 32 KiB floor) and a big one (a
+// fifth).
+func TestReviewJournalCompactionBoundExactly(t *testing.T) {
+	ctx := context.Background()
+	big := map[string]string{}
+	for i := range 3000 {
+		big[fmt.Sprintf("k%05d", i)] = strings.Repeat("x", 80)
+	}
+	for _, tc := range []struct {
+		name    string
+		entries map[string]string
+	}{{"floor", map[string]string{"a": "b"}}, {"fifth", big}} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, over := range []int64{0, 1} {
+				held := false
+				for try := 0; try < 40 && !held; try++ {
+					m := checkpointtest.NewMemory[string, string](t, checkpoint.WithJournal())
+					require.NoError(t, m.Save(ctx, checkpoint.Snapshot[string, string]{Entries: tc.entries}))
+					require.NoError(t, m.Commit(ctx, checkpoint.Meta{}, []strChange{sput("p", "vvvv")}))
+					fileSize := m.Journal().FileSize
+					bound := max(fileSize/5, 32<<10)
+					if tc.name == "fifth" {
+						require.Greater(t, fileSize/5, int64(32<<10), "the file is big enough for a fifth to count")
+					}
+					seq := m.Journal().Records
+					got, exact := commitToSize(t, m, bound+over)
+					if !exact {
+						continue // a savedAt with trailing zeros: try again
+					}
+					held = true
+					if over == 0 {
+						assert.Equal(t, bound, got, "a journal of exactly the bound is appended to")
+						assert.Equal(t, seq+1, m.Journal().Records)
+						assert.Equal(t, fileSize, m.Journal().FileSize, "the file was not rewritten")
+					} else {
+						assert.Zero(t, got, "one byte past the bound compacts")
+						assert.Greater(t, m.Journal().FileSize, fileSize, "the file was rewritten with the commits")
+					}
+					s, err := checkpointtest.Reopen(t, m).Load(ctx)
+					require.NoError(t, err)
+					assert.Len(t, s.Entries, len(tc.entries)+1)
+				}
+				require.True(t, held, "no try had a savedAt of full length")
+			}
+		})
+	}
 }
