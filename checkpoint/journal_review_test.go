@@ -3,6 +3,7 @@ package checkpoint_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -313,4 +314,56 @@ func TestReviewJournalCompactionBoundExactly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// upgradeKeyFromValue is a schema 1 -> 2 upgrade that moves part of the
+// value into the key, as a CNI plugin would move the interface name from
+// the value into the key: key "c" with value "eth0" becomes "c/eth0".
+func upgradeKeyFromValue(k, v json.RawMessage) (json.RawMessage, json.RawMessage, error) {
+	var ks, vs string
+	if err := json.Unmarshal(k, &ks); err != nil {
+		return nil, nil, err
+	}
+	if err := json.Unmarshal(v, &vs); err != nil {
+		return nil, nil, err
+	}
+	nk, err := json.Marshal(ks + "/" + vs)
+	return nk, v, err
+}
+
+// TestReviewJournalUpgradeWithAKeyFromTheValue attacks "a binary with a
+// newer schema upgrades the lines on replay as it does the file's
+// entries": an upgrade whose new key depends on the value, over a journal
+// that changed the value of a key the file holds. Upgrading the file that
+// a save would have written (the journal folded) and replaying the
+// journal over the old file must give the same state: one entry per old
+// key, never the old value's entry beside the new one.
+func TestReviewJournalUpgradeWithAKeyFromTheValue(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.json")
+	f, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[string, string]{Entries: map[string]string{"a": "eth0", "b": "eth0", "c": "eth0"}}))
+	require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []strChange{sput("a", "eth1")}))
+	require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []strChange{sput("b", "eth1"), sdel("b")}))
+	require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []strChange{sput("c", "eth1"), sput("c", "eth2")}))
+	require.NoError(t, f.Close())
+	// What the old binary holds, upgraded as a folded file would be.
+	want := map[string]string{"a/eth1": "eth1", "c/eth2": "eth2"}
+
+	g, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal(), checkpoint.WithSchema(2), checkpoint.WithUpgrade(1, upgradeKeyFromValue))
+	require.NoError(t, err)
+	defer g.Close()
+	s, err := g.Load(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, want, s.Entries, "replay over the old file is the upgrade of the folded state")
+	require.NoError(t, g.Commit(ctx, checkpoint.Meta{}, []strChange{sput("d/eth0", "eth0")}))
+	want["d/eth0"] = "eth0"
+	require.NoError(t, g.Close())
+	h, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal(), checkpoint.WithSchema(2), checkpoint.WithUpgrade(1, upgradeKeyFromValue))
+	require.NoError(t, err)
+	defer h.Close()
+	s, err = h.Load(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, want, s.Entries, "and its first commit writes that state")
 }
