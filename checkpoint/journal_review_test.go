@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -454,4 +455,127 @@ func TestReviewJournalErrorsNeverQuoteValues(t *testing.T) {
 			assert.NotContains(t, fmt.Sprint(f.Interface, f.String), "s3cr")
 		}
 	}
+}
+
+// TestReviewJournalTrickyStrings attacks the record's parsing ("a raw
+// ,"changes":[ cannot occur inside a JSON string", splitOps' tracking of
+// strings): keys, values, phase and writer that hold the record's own
+// delimiters, escapes, newlines and non-ASCII, and an empty commit.
+func TestReviewJournalTrickyStrings(t *testing.T) {
+	ctx := context.Background()
+	tricky := []string{
+		"", `,"changes":[`, `"},{"delete":{"key":"x","value":"y"}}`, `\`, `\\"`, `]`, `}]`, "[{", "line\nbreak",
+		"\u2028\u2029", "é€😀", "\x00\x1f", `,"crc32c":"00000000"}`, "\n",
+	}
+	path := filepath.Join(t.TempDir(), "s.json")
+	f, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[string, string]{Entries: map[string]string{"base": "b", tricky[2]: "old"}}))
+	want := map[string]string{"base": "b", tricky[2]: "old"}
+	for i, s := range tricky {
+		changes := []strChange{sput(s, tricky[(i+1)%len(tricky)]), sput("v"+s, s)}
+		if i%3 == 2 {
+			changes = append(changes, sdel(tricky[i-1]))
+		}
+		require.NoError(t, f.Commit(ctx, checkpoint.Meta{Phase: s, Writer: s}, changes), "commit %d", i)
+		applyChanges(want, changes)
+	}
+	require.NoError(t, f.Commit(ctx, checkpoint.Meta{Phase: "empty"}, nil), "a commit with no changes")
+	require.Equal(t, len(tricky)+1, f.Journal().Records, "all went to the journal")
+	require.NoError(t, f.Close())
+
+	g, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	defer g.Close()
+	s, err := g.Load(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, want, s.Entries)
+	assert.Nil(t, g.Journal().Torn)
+	assert.Equal(t, len(tricky)+1, g.Journal().Records)
+	assert.Equal(t, "empty", s.Meta.Phase, "the empty commit's Meta is the last")
+	assert.Equal(t, uint64(len(tricky)+2), s.Meta.Seq)
+}
+
+// TestReviewJournalLoadMeta attacks "Load's Meta is the last line's
+// (Phase, Writer, BootID, Seq, SavedAt), with the file's Format and
+// Schema", including under an upgrade (Schema stays the file's, as the
+// Caveats say), and JournalStatus's counters across a compaction.
+func TestReviewJournalLoadMeta(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.json")
+	boot := func(id string) checkpoint.Option {
+		return checkpoint.WithBootID(func() (string, error) { return id, nil })
+	}
+	f, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal(), boot("boot-1"))
+	require.NoError(t, err)
+	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[string, string]{Meta: checkpoint.Meta{Phase: "expand", Writer: "w1"}, Entries: map[string]string{"a": "eth0"}}))
+	saved := loadPath2(t, path)
+	require.NoError(t, f.Commit(ctx, checkpoint.Meta{Phase: "migrate", Writer: "w2"}, []strChange{sput("b", "eth0")}))
+	require.NoError(t, f.Commit(ctx, checkpoint.Meta{Phase: "contract", Writer: "w3", BootID: "caller-boot"}, []strChange{sput("c", "eth0")}))
+	st := f.Journal()
+	assert.True(t, st.Enabled)
+	assert.Equal(t, 2, st.Records)
+	fi, err := os.Stat(path + ".journal")
+	require.NoError(t, err)
+	assert.Equal(t, fi.Size(), st.Bytes, "Bytes is the journal's size as written")
+	ffi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, ffi.Size(), st.FileSize)
+	assert.Equal(t, ffi.Size()+fi.Size(), f.Size(), "Size counts the file and its journal")
+	require.NoError(t, f.Close())
+
+	for _, tc := range []struct {
+		name   string
+		opts   []checkpoint.Option
+		schema int
+	}{
+		{"same schema", []checkpoint.Option{checkpoint.WithJournal(), boot("boot-2")}, 1},
+		{"upgrade", []checkpoint.Option{checkpoint.WithJournal(), boot("boot-2"), checkpoint.WithSchema(2), checkpoint.WithUpgrade(1, upgradeKeyFromValue)}, 1},
+		{"without the option", []checkpoint.Option{boot("boot-2")}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := checkpoint.Open[string, string](ctx, path, tc.opts...)
+			require.NoError(t, err)
+			defer g.Close()
+			s, err := g.Load(ctx)
+			require.NoError(t, err)
+			m := s.Meta
+			assert.Equal(t, "contract", m.Phase)
+			assert.Equal(t, "w3", m.Writer)
+			assert.Equal(t, "caller-boot", m.BootID, "the BootID the last commit gave")
+			assert.Equal(t, saved.Seq+2, m.Seq)
+			assert.Equal(t, 2, m.Format, "the file's format")
+			assert.Equal(t, tc.schema, m.Schema, "the file's schema")
+			assert.True(t, m.SavedAt.After(saved.SavedAt) || m.SavedAt.Equal(saved.SavedAt))
+			assert.NotEqual(t, saved.SavedAt, time.Time{})
+			assert.Equal(t, 2, g.Journal().Records)
+		})
+	}
+	// The second Meta's commit had no BootID: the File's own.
+	g, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal(), boot("boot-3"))
+	require.NoError(t, err)
+	defer g.Close()
+	_, err = g.Load(ctx)
+	require.NoError(t, err)
+	require.NoError(t, g.Commit(ctx, checkpoint.Meta{Phase: "contract"}, []strChange{sdel("a")}))
+	require.NoError(t, g.Save(ctx, checkpoint.Snapshot[string, string]{Meta: checkpoint.Meta{Phase: "contract"}, Entries: map[string]string{"z": "1"}}))
+	st = g.Journal()
+	assert.Zero(t, st.Records, "a save leaves no records")
+	assert.Zero(t, st.Bytes)
+	require.NoError(t, g.Commit(ctx, checkpoint.Meta{Phase: "contract"}, []strChange{sput("y", "2")}))
+	s, err := g.Load(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "boot-3", s.Meta.BootID, "a commit without a BootID records the File's")
+}
+
+// loadPath2 reads path's header with a plain Open/Load (no journal).
+func loadPath2(t *testing.T, path string) checkpoint.Meta {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	m := checkpoint.NewMemory[string, string]()
+	checkpointtest.SetBytes(m, data)
+	s, err := m.Load(context.Background())
+	require.NoError(t, err)
+	return s.Meta
 }
