@@ -579,3 +579,111 @@ func loadPath2(t *testing.T, path string) checkpoint.Meta {
 	require.NoError(t, err)
 	return s.Meta
 }
+
+// TestReviewJournalChangedUnderAnOpenFile attacks "that the journal is as
+// long as this File left it (if not, the commit writes the whole file
+// instead)": the journal cut short or removed by hand under an open File.
+// The commit succeeds and what the File acknowledged, all of it, is on
+// disk after.
+func TestReviewJournalChangedUnderAnOpenFile(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		do   func(t *testing.T, journal string)
+	}{
+		{"cut", func(t *testing.T, journal string) {
+			data, err := os.ReadFile(journal)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(journal, data[:bytes.IndexByte(data, '\n')+1], 0o600))
+		}},
+		{"removed", func(t *testing.T, journal string) { require.NoError(t, os.Remove(journal)) }},
+		{"emptied", func(t *testing.T, journal string) { require.NoError(t, os.WriteFile(journal, nil, 0o600)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.json")
+			f, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal())
+			require.NoError(t, err)
+			defer f.Close()
+			require.NoError(t, f.Save(ctx, checkpoint.Snapshot[string, string]{Entries: map[string]string{"a": "1"}}))
+			require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []strChange{sput("b", "2")}))
+			require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []strChange{sput("c", "3")}))
+			tc.do(t, path+".journal")
+			require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []strChange{sput("d", "4")}))
+			require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []strChange{sdel("a")}))
+			require.NoError(t, f.Close())
+			g, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal())
+			require.NoError(t, err)
+			defer g.Close()
+			s, err := g.Load(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, map[string]string{"b": "2", "c": "3", "d": "4"}, s.Entries, "every acknowledged commit")
+			assert.Equal(t, uint64(5), s.Meta.Seq)
+		})
+	}
+}
+
+// TestReviewJournalQuarantineTogether attacks "Quarantine moves the file
+// and the journal aside together (path+".corrupt-<time>" and the same
+// name + ".journal")" on a real file with a corrupt journal, and checks
+// that the kept pair loads as it was.
+func TestReviewJournalQuarantineTogether(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.json")
+	f, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[string, string]{Entries: map[string]string{"a": "1"}}))
+	require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []strChange{sput("b", "2")}))
+	require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []strChange{sput("c", "3")}))
+	file, err := os.ReadFile(path)
+	require.NoError(t, err)
+	j, err := os.ReadFile(path + ".journal")
+	require.NoError(t, err)
+	bad := bytes.Clone(j)
+	bad[5] ^= 1 // the first of two records
+	require.NoError(t, os.WriteFile(path+".journal", bad, 0o600))
+	_, err = f.Load(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+	require.ErrorIs(t, f.Commit(ctx, checkpoint.Meta{}, []strChange{sput("d", "4")}), checkpoint.ErrUnreadable)
+	assert.Equal(t, bad, mustRead(t, path+".journal"), "a refused commit leaves the journal alone")
+
+	dst, err := f.Quarantine(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, file, mustRead(t, dst))
+	assert.Equal(t, bad, mustRead(t, dst+".journal"), "the journal beside its file, under the same name")
+	assert.NoFileExists(t, path)
+	assert.NoFileExists(t, path+".journal")
+	require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []strChange{sput("d", "4")}))
+	s, err := f.Load(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"d": "4"}, s.Entries)
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return data
+}
+
+// TestReviewJournalEmptyWithoutFile attacks "a journal whose file is
+// missing is corruption" at its edge: an empty journal without its file
+// holds no records, so Load reports no checkpoint, and the next commit
+// starts afresh and removes it.
+func TestReviewJournalEmptyWithoutFile(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.json")
+	f, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, os.WriteFile(path+".journal", nil, 0o600))
+	_, err = f.Load(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrNotExist)
+	require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []strChange{sput("a", "1")}))
+	assert.NoFileExists(t, path+".journal", "the empty journal was removed by the first save")
+	require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []strChange{sput("b", "2")}))
+	s, err := f.Load(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"a": "1", "b": "2"}, s.Entries)
+	assert.Equal(t, 1, f.Journal().Records)
+}
