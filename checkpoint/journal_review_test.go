@@ -687,3 +687,61 @@ func TestReviewJournalEmptyWithoutFile(t *testing.T) {
 	assert.Equal(t, map[string]string{"a": "1", "b": "2"}, s.Entries)
 	assert.Equal(t, 1, f.Journal().Records)
 }
+
+// TestReviewJournalMemoryFileParityOnDamage attacks "Memory keeps a
+// journal as File does" where they could differ: the same torn tail gives
+// the same report, and a journal left alone without its file is corrupt
+// on both and quarantined by both.
+func TestReviewJournalMemoryFileParityOnDamage(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.json")
+	f, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	defer f.Close()
+	m := checkpointtest.NewMemory[string, string](t, checkpoint.WithJournal())
+	start := checkpoint.Snapshot[string, string]{Entries: map[string]string{"a": "1"}}
+	require.NoError(t, f.Save(ctx, start))
+	require.NoError(t, m.Save(ctx, start))
+	// The same bytes on both, so that the records are identical.
+	checkpointtest.SetBytes(m, mustRead(t, path))
+	_, err = m.Load(ctx)
+	require.NoError(t, err)
+	for _, c := range []strChange{sput("b", "2"), sput("c", "3")} {
+		require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []strChange{c}))
+	}
+	j := mustRead(t, path+".journal")
+	torn := j[:len(j)-7]
+	require.NoError(t, os.WriteFile(path+".journal", torn, 0o600))
+	checkpointtest.SetJournal(m, torn)
+	fs, ferr := f.Load(ctx)
+	ms, merr := m.Load(ctx)
+	require.NoError(t, ferr)
+	require.NoError(t, merr)
+	assert.Equal(t, fs.Entries, ms.Entries)
+	assert.Equal(t, map[string]string{"a": "1", "b": "2"}, ms.Entries)
+	require.NotNil(t, f.Journal().Torn)
+	require.NotNil(t, m.Journal().Torn)
+	assert.Equal(t, f.Journal().Torn.Offset, m.Journal().Torn.Offset)
+	assert.Equal(t, f.Journal().Torn.Bytes, m.Journal().Torn.Bytes)
+	assert.Equal(t, f.Journal().Torn.Reason, m.Journal().Torn.Reason)
+	assert.Equal(t, f.Journal().Records, m.Journal().Records)
+
+	// The journal without its file.
+	require.NoError(t, os.Remove(path))
+	checkpointtest.Remove(m)
+	require.NotNil(t, checkpointtest.Journal(m), "Remove takes the file alone")
+	_, ferr = f.Load(ctx)
+	_, merr = m.Load(ctx)
+	assert.ErrorIs(t, ferr, checkpoint.ErrCorrupt)
+	assert.ErrorIs(t, merr, checkpoint.ErrCorrupt)
+	_, ferr = f.Quarantine(ctx)
+	_, merr = m.Quarantine(ctx)
+	require.NoError(t, ferr)
+	require.NoError(t, merr)
+	assert.Nil(t, checkpointtest.Journal(m))
+	assert.NoFileExists(t, path+".journal")
+	_, ferr = f.Load(ctx)
+	_, merr = m.Load(ctx)
+	assert.ErrorIs(t, ferr, checkpoint.ErrNotExist)
+	assert.ErrorIs(t, merr, checkpoint.ErrNotExist)
+}
