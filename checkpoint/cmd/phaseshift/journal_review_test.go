@@ -193,3 +193,54 @@ func TestReviewJournalValuesNeverInStderr(t *testing.T) {
 		assert.NotContains(t, r.stderr, "tok-sec", "%v", args)
 	}
 }
+
+// TestReviewResealSeqAboveTheJournal attacks "a seq above both PATH's and
+// PATH.prev's" (and the README's "above every seq they saw") for reseal
+// over a journal: the resealed file's seq must be above the journal's
+// last record, or a daemon would see its seq go back.
+func TestReviewResealSeqAboveTheJournal(t *testing.T) {
+	path := journaled(t, t.TempDir())
+	before := mustLoadJournaled(t, path).Meta.Seq
+	edit(t, path, `"ip":"10.0.0.2"`, `"ip":"10.0.0.99"`)
+	r := run(t, "reseal", "--i-edited-this-file-by-hand", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	s := mustLoadJournaled(t, path)
+	assert.Greater(t, s.Meta.Seq, before, "the resealed seq is above the journal's last")
+	assert.Equal(t, "ipamd v1.9.0", s.Meta.Writer, "the last record's writer")
+}
+
+// TestReviewDeleteOverATornJournal attacks "delete ... fold[s] the journal
+// into the file" when the journal ends with a torn record: the torn bytes
+// are not folded (they were never acknowledged), the repair loads without
+// a torn report, and the torn journal is kept with the copy.
+func TestReviewDeleteOverATornJournal(t *testing.T) {
+	path := journaled(t, t.TempDir())
+	j := readBytes(t, path+".journal")
+	torn := j[:len(j)-9] // the delete of c0 cut short: c0 is still there
+	require.NoError(t, os.WriteFile(path+".journal", torn, 0o600))
+	want := journalState()
+	want[k(0)] = v(0)
+	r := run(t, "list", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, want, lines(t, r.stdout))
+
+	r = run(t, "delete", path, keyJSON(t, k(1)))
+	require.Equal(t, 0, r.code, r.stderr)
+	delete(want, k(1))
+	ctx := context.Background()
+	f, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	require.NoError(t, err)
+	defer f.Close()
+	s, err := f.Load(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, want, s.Entries)
+	assert.Nil(t, f.Journal().Torn, "the torn bytes are gone")
+	assert.NoFileExists(t, path+".journal")
+	var kept []byte
+	for _, q := range quarantined(t, path) {
+		if bytes.HasSuffix([]byte(q), []byte(".journal")) {
+			kept = readBytes(t, q)
+		}
+	}
+	assert.Equal(t, torn, kept, "the torn journal is kept with the copy")
+}
