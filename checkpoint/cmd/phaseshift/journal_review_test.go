@@ -90,7 +90,13 @@ func TestReviewDeleteKeysOfTheJournal(t *testing.T) {
 	decodeJSON(t, r.stdout, &before)
 	require.NotZero(t, before.Journal.Seq)
 
-	r = run(t, "delete", path, keyJSON(t, k(3))) // put by the journal only
+	r = run(t, "get", path, keyJSON(t, k(3))) // put by the journal only
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, v(3).Token, "get finds a key only the journal put")
+	r = run(t, "get", path, keyJSON(t, k(0)))
+	assert.Equal(t, 1, r.code, "get: a key the journal deleted is not there")
+
+	r = run(t, "delete", path, keyJSON(t, k(3)))
 	require.Equal(t, 0, r.code, r.stderr)
 	want := journalState()
 	delete(want, k(3))
