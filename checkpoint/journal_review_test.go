@@ -815,3 +815,28 @@ func TestReviewJournalConcurrentCommits(t *testing.T) {
 	assert.Nil(t, g.Journal().Torn)
 	assert.Equal(t, uint64(1+writers*each), s.Meta.Seq, "one seq per commit, none lost")
 }
+
+// TestReviewJournalFileMode attacks "The checkpoint, its .prev copy, its
+// journal and the lock file are created 0600 (see WithFileMode)": the
+// journal gets the file's mode, the default and a chosen one, whatever
+// the umask lets through.
+func TestReviewJournalFileMode(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []os.FileMode{0o600, 0o640} {
+		path := filepath.Join(t.TempDir(), "s.json")
+		opts := []checkpoint.Option{checkpoint.WithJournal()}
+		if mode != 0o600 {
+			opts = append(opts, checkpoint.WithFileMode(mode))
+		}
+		f, err := checkpoint.Open[string, string](ctx, path, opts...)
+		require.NoError(t, err)
+		require.NoError(t, f.Save(ctx, checkpoint.Snapshot[string, string]{Entries: map[string]string{"a": "1"}}))
+		require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []strChange{sput("b", "2")}))
+		require.NoError(t, f.Close())
+		for _, name := range []string{path, path + ".journal"} {
+			fi, err := os.Stat(name)
+			require.NoError(t, err)
+			assert.Equal(t, mode, fi.Mode().Perm(), name)
+		}
+	}
+}
