@@ -840,3 +840,41 @@ func TestReviewJournalFileMode(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewJournalFailedCompaction attacks "Compaction never replays a
+// commit twice or loses one" when the compacting save fails: the commit
+// that triggered it is reported failed and not served, every earlier one
+// is, and the next commit writes the whole state.
+func TestReviewJournalFailedCompaction(t *testing.T) {
+	ctx := context.Background()
+	m := checkpointtest.NewMemory[string, string](t, checkpoint.WithJournal())
+	require.NoError(t, m.Save(ctx, checkpoint.Snapshot[string, string]{Entries: map[string]string{"a": "1"}}))
+	big := strings.Repeat("x", 8<<10)
+	want := map[string]string{"a": "1"}
+	for i := 0; ; i++ {
+		k := fmt.Sprintf("k%d", i)
+		before := m.Journal()
+		if before.Bytes+int64(len(big))+300 > max(before.FileSize/5, 32<<10) {
+			// This commit compacts: make its save fail.
+			checkpointtest.FailSaves(m, 1, nil)
+			err := m.Commit(ctx, checkpoint.Meta{}, []strChange{sput(k, big), sdel("a")})
+			require.Error(t, err)
+			assert.NotContains(t, err.Error(), "journal write", "the compacting save failed, not an append")
+			assert.Equal(t, before.Bytes, int64(len(checkpointtest.Journal(m))), "the failed compaction left the journal")
+			break
+		}
+		require.NoError(t, m.Commit(ctx, checkpoint.Meta{}, []strChange{sput(k, big)}))
+		want[k] = big
+	}
+	s, err := checkpointtest.Reopen(t, m).Load(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, want, s.Entries, "every acknowledged commit, not the failed one")
+	require.NoError(t, m.Commit(ctx, checkpoint.Meta{}, []strChange{sput("after", "1")}))
+	want["after"] = "1"
+	assert.Nil(t, checkpointtest.Journal(m), "the next commit wrote the whole state")
+	r := checkpointtest.Reopen(t, m)
+	s, err = r.Load(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, want, s.Entries)
+	assert.Zero(t, r.Journal().Stale)
+}
