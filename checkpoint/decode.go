@@ -17,6 +17,12 @@ type decodeResult[K comparable, V any] struct {
 	ents    entries[K] // the file's entries as lines, for later Commits
 	bad     []EntryError
 	dropped int // entries whose unknown fields were dropped (WithDropUnknownFields)
+	// upgraded maps the JSON of an upgraded entry's key in the file's
+	// schema to its key's JSON in the current one, when the file was
+	// upgraded: a journal replayed over it names entries by their old
+	// keys, and an upgrade may give an entry a key that depends on its
+	// value.
+	upgraded map[string]json.RawMessage
 }
 
 // decode checks data and decodes every entry. Entries that fail to decode,
@@ -49,6 +55,9 @@ func decode[K comparable, V any](data []byte, cfg *config, enc *encoder) (decode
 	r.snap.Entries = make(map[K]V, n)
 	r.ents = newEntries[K](n)
 	r.ents.lines = r.ents.lines[:n]
+	if upgrading {
+		r.upgraded = make(map[string]json.RawMessage, n) // written by the one worker an upgrade runs on
+	}
 	// Decoding is nearly all of a restore's time and parallelises well:
 	// the lines are independent. Only the inserts share the maps.
 	workers := 1
@@ -238,6 +247,7 @@ func (w *worker[K, V]) decodeUpgrading(lines [][]byte, from int) {
 			w.bad = append(w.bad, EntryError{Index: i, Key: rawKey(line), Err: err})
 			continue
 		}
+		w.sh.r.upgraded[string(rawKeyJSON(line))] = rawKeyJSON(up)
 		var e kv[K, V]
 		if err := strictUnmarshal(up, &e); err != nil {
 			w.failed(i, up, err)

@@ -132,8 +132,10 @@
 //     current schema and the journal's format, so every line has its
 //     file's schema; a binary with a newer schema upgrades the lines on
 //     replay as it does the file's entries (a delete carries the entry it
-//     deletes, so the upgrade finds the key it leads to), and its first
-//     commit rewrites the file in its own schema.
+//     deletes, so the upgrade finds the key it leads to; a put or a delete
+//     replaces or removes the entry its key had before, even when the
+//     upgrade derives the new key from the value), and its first commit
+//     rewrites the file in its own schema.
 //   - Nothing unread is overwritten. After a Load that failed for any
 //     reason but a missing file (ErrCorrupt, ErrNewerSchema, ErrOlderSchema,
 //     ErrBadEntry, a read error), Save and Commit refuse (ErrUnreadable)

@@ -188,6 +188,9 @@ type disk struct {
 	mode    fs.FileMode
 	log     *zap.Logger
 	held    fsys.Lock // the lock on path+".lock"; nil once released
+	// seen is the checkpoint this File last read or wrote at path, or
+	// nil: a journal is appended to only while it is still there.
+	seen fs.FileInfo
 }
 
 // errTakenOver is returned by disk.replace when another File wrote the
@@ -388,7 +391,14 @@ func (d *disk) removeLeftovers() (int, error) {
 	return n, nil
 }
 
-func (d *disk) read() ([]byte, error) { return d.fs.ReadFile(d.path) }
+func (d *disk) read() ([]byte, error) {
+	data, err := d.fs.ReadFile(d.path)
+	d.seen = nil
+	if err == nil {
+		d.seen, _ = d.fs.Lstat(d.path) // nil on failure: the next commit rewrites the file
+	}
+	return data, err
+}
 
 func (d *disk) replace(data []byte, last onDisk) error {
 	fail := func(step string, err error) error { return pathError("save: "+step, d.path, err) }
@@ -413,10 +423,12 @@ func (d *disk) replace(data []byte, last onDisk) error {
 	if err != nil {
 		return fail(step, err)
 	}
+	d.seen = nil
 	if err := d.fs.Rename(tmp, d.path); err != nil {
 		_ = d.fs.Remove(tmp)
 		return fail("rename", err)
 	}
+	d.seen, _ = d.fs.Lstat(d.path)
 	// The rename is atomic but not durable until the directory is
 	// synced: a power cut could bring the old entry back. renameio stops
 	// before this step; raft's file snapshot store and etcd take it.

@@ -21,7 +21,8 @@ func (d *disk) readJournal() ([]byte, error) { return d.fs.ReadFile(d.journal) }
 // name, and the acknowledged record, away.
 //
 // Before anything, the lock is checked to be this File's (as a save
-// does), the checkpoint the records follow to still be there, and the
+// does), the checkpoint the records follow to still be there (the file
+// this File last read or wrote, not one put at its path since), and the
 // journal to be as long as this File left it: records appended to a
 // journal that lost its file, or to one that was cut or removed, could
 // not be replayed, so then errRewrite makes the commit write the whole
@@ -30,10 +31,15 @@ func (d *disk) appendJournal(rec []byte, at int64, last onDisk) error {
 	if err := d.own("save", &last); err != nil {
 		return err
 	}
-	if ok, err := d.fs.Exists(d.path); err != nil {
-		return pathError("commit: journal: stat checkpoint", d.path, err)
-	} else if !ok {
+	fi, err := d.fs.Lstat(d.path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return errRewrite
+	}
+	if err != nil {
+		return pathError("commit: journal: stat checkpoint", d.path, err)
+	}
+	if d.seen == nil || !fsys.SameFile(fi, d.seen) {
+		return errRewrite // replaced (a .prev copied back by hand, say): the records would follow another file
 	}
 	f, err := d.fs.OpenAppend(d.journal, d.mode, at == 0)
 	if (at == 0 && errors.Is(err, fs.ErrExist)) || (at > 0 && errors.Is(err, fs.ErrNotExist)) {

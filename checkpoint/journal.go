@@ -407,6 +407,7 @@ func (a *applier[K, V]) apply(rec record) error {
 
 // put stores the entry of line, as the file's decode would have read it.
 func (a *applier[K, V]) put(i int, line []byte) {
+	a.replaced(line)
 	k, v, cur, err := a.decodeLine(line)
 	if err == nil && a.keys.comparable != nil {
 		err = a.keys.comparable(k)
@@ -423,10 +424,39 @@ func (a *applier[K, V]) put(i int, line []byte) {
 	_, stored := a.r.snap.Entries[k]
 	a.r.snap.Entries[k] = v
 	a.log = a.r.ents.putKnown(k, cur, stored, a.log[:0])
+	if a.r.upgraded != nil {
+		a.r.upgraded[string(rawKeyJSON(line))] = rawKeyJSON(cur)
+	}
+}
+
+// replaced removes, when the file was upgraded, the entry that the old
+// key of line (an op's entry, in the file's schema) has in the current
+// schema: an upgrade may derive the key from the value, so the entry a
+// put replaces or a delete removes can have another key than the op's
+// own upgraded one.
+func (a *applier[K, V]) replaced(line []byte) {
+	if a.r.upgraded == nil {
+		return
+	}
+	old := string(rawKeyJSON(line))
+	raw, ok := a.r.upgraded[old]
+	if !ok {
+		return
+	}
+	delete(a.r.upgraded, old)
+	var k K
+	if json.Unmarshal(raw, &k) != nil || (a.keys.comparable != nil && a.keys.comparable(k) != nil) {
+		return
+	}
+	if _, stored := a.r.snap.Entries[k]; stored {
+		delete(a.r.snap.Entries, k)
+		a.log = a.r.ents.del(k, a.log[:0])
+	}
 }
 
 // del removes the key of line, the entry the commit deleted.
 func (a *applier[K, V]) del(i int, line []byte) {
+	a.replaced(line)
 	src := line
 	if a.from < a.cfg.schema {
 		up, err := upgradeLine(line, a.from, a.cfg)

@@ -113,10 +113,10 @@ func WithBootID(source func() (string, error)) Option {
 	})
 }
 
-// WithFileMode sets the permissions of the checkpoint, its .prev copy and
-// its lock file; 0600 by default, because values may hold secrets. The
-// directory, when Open creates it, is 0700. The mode must be permission
-// bits that let the owner read and write.
+// WithFileMode sets the permissions of the checkpoint, its .prev copy, its
+// journal (WithJournal) and its lock file; 0600 by default, because values
+// may hold secrets. The directory, when Open creates it, is 0700. The mode
+// must be permission bits that let the owner read and write.
 func WithFileMode(mode fs.FileMode) Option {
 	return optionFunc(func(c *config) error {
 		if mode&^fs.ModePerm != 0 || mode&0o600 != 0o600 {

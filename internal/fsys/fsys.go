@@ -89,8 +89,9 @@ type FS interface {
 	// created with permissions exactly perm; without, it must exist
 	// (fs.ErrNotExist otherwise).
 	OpenAppend(name string, perm fs.FileMode, create bool) (AppendFile, error)
-	// Exists reports whether anything (a symlink included) is at name.
-	Exists(name string) (bool, error)
+	// Lstat describes what is at name (a symlink included, not followed);
+	// its error matches fs.ErrNotExist when nothing is.
+	Lstat(name string) (fs.FileInfo, error)
 }
 
 // AppendFile is a file opened by [FS.OpenAppend]: every Write goes to its
@@ -266,13 +267,20 @@ func (f osAppend) Size() (int64, error) {
 	return fi.Size(), nil
 }
 
-// Exists calls os.Lstat.
-func (OS) Exists(name string) (bool, error) {
-	_, err := os.Lstat(name)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+// Lstat calls os.Lstat.
+func (OS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
+
+// SameFile reports whether a and b, results of an FS's Lstat, describe the
+// same file: os.SameFile, or the SameFile method of a simulated file
+// system's FileInfo.
+func SameFile(a, b fs.FileInfo) bool {
+	if a == nil || b == nil {
+		return false
 	}
-	return err == nil, err
+	if s, ok := a.(interface{ SameFile(fs.FileInfo) bool }); ok {
+		return s.SameFile(b)
+	}
+	return os.SameFile(a, b)
 }
 
 // TryLock takes flock(LOCK_EX|LOCK_NB) on name. flock locks belong to the

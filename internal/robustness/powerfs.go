@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/phaseshift/phaseshift/internal/fsys"
 )
@@ -512,18 +513,43 @@ func (p *PowerFS) OpenAppend(name string, perm fs.FileMode, create bool) (fsys.A
 	return &powerFile{p: p, n: n, name: name}, nil
 }
 
-// Exists implements fsys.FS.
-func (p *PowerFS) Exists(name string) (bool, error) {
+// Lstat implements fsys.FS.
+func (p *PowerFS) Lstat(name string) (fs.FileInfo, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.step(); err != nil {
-		return false, err
+		return nil, err
 	}
-	_, err := p.lookup("lstat", name)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+	n, err := p.lookup("lstat", name)
+	if err != nil {
+		return nil, err
 	}
-	return err == nil, err
+	mode := n.perm
+	if n.dir {
+		mode |= fs.ModeDir
+	}
+	return &powerInfo{n: n, name: filepath.Base(name), size: int64(len(n.data)), mode: mode}, nil
+}
+
+// powerInfo is what PowerFS.Lstat returns.
+type powerInfo struct {
+	n    *node
+	name string
+	size int64
+	mode fs.FileMode
+}
+
+func (i *powerInfo) Name() string       { return i.name }
+func (i *powerInfo) Size() int64        { return i.size }
+func (i *powerInfo) Mode() fs.FileMode  { return i.mode }
+func (i *powerInfo) ModTime() time.Time { return time.Time{} }
+func (i *powerInfo) IsDir() bool        { return i.mode.IsDir() }
+func (i *powerInfo) Sys() any           { return nil }
+
+// SameFile is os.SameFile for PowerFS: the same node.
+func (i *powerInfo) SameFile(o fs.FileInfo) bool {
+	j, ok := o.(*powerInfo)
+	return ok && j.n == i.n
 }
 
 type powerFile struct {

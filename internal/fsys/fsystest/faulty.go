@@ -40,7 +40,7 @@ const (
 	// file it returns match the journal's path, as does OpTruncate.
 	OpAppend   = "append"
 	OpTruncate = "truncate"
-	OpExists   = "exists"
+	OpExists   = "exists" // Lstat
 )
 
 type rule struct {
@@ -309,12 +309,12 @@ func (f *Faulty) OpenAppend(name string, perm fs.FileMode, create bool) (fsys.Ap
 	return &faultyAppend{faultyFile: faultyFile{File: file, f: f, target: name}, af: file}, nil
 }
 
-// Exists implements fsys.FS.
-func (f *Faulty) Exists(name string) (bool, error) {
+// Lstat implements fsys.FS.
+func (f *Faulty) Lstat(name string) (fs.FileInfo, error) {
 	if err := f.fault(OpExists, name); err != nil {
-		return false, err
+		return nil, err
 	}
-	return f.under().Exists(name)
+	return f.under().Lstat(name)
 }
 
 type faultyAppend struct {
