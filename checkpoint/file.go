@@ -392,10 +392,15 @@ func (d *disk) removeLeftovers() (int, error) {
 }
 
 func (d *disk) read() ([]byte, error) {
+	// The stat comes first: if the file is replaced between the two calls,
+	// seen is the older file, and the next commit finds it gone and
+	// rewrites the whole file; in the other order it would append records
+	// that follow the bytes read to a file that holds others.
+	seen, serr := d.fs.Lstat(d.path)
 	data, err := d.fs.ReadFile(d.path)
 	d.seen = nil
-	if err == nil {
-		d.seen, _ = d.fs.Lstat(d.path) // nil on failure: the next commit rewrites the file
+	if err == nil && serr == nil {
+		d.seen = seen // nil on failure: the next commit rewrites the file
 	}
 	return data, err
 }
