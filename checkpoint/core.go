@@ -308,14 +308,18 @@ func (c *core[K, V]) commit(ctx context.Context, m Meta, changes []Change[K, V])
 			// never stored, and would panic the index.
 			if c.keys.comparable == nil || c.keys.comparable(ch.Key) == nil {
 				n := len(c.undo)
-				if c.undo = c.ents.del(ch.Key, c.undo); len(c.undo) > n {
+				// The journal's ops are built only for a checkpoint that
+				// may append them: a delete's costs a copy of its line.
+				if c.undo = c.ents.del(ch.Key, c.undo); len(c.undo) > n && c.cfg.journal {
 					c.ops = append(c.ops, deleteOp(c.undo[n].raw))
 				}
 			}
 		} else {
 			line := blob[start:ends[i]:ends[i]]
 			c.undo = c.ents.put(ch.Key, line, c.undo)
-			c.ops = append(c.ops, line)
+			if c.cfg.journal {
+				c.ops = append(c.ops, line)
+			}
 		}
 		start = ends[i]
 	}

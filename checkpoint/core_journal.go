@@ -39,7 +39,7 @@ func (c *core[K, V]) journalWithoutFile() error {
 // replayJournal applies the journal, if there is one, to res, the decoded
 // file of fileSize bytes, and records what it found.
 func (c *core[K, V]) replayJournal(res *decodeResult[K, V], fileSize int64) error {
-	c.jstat = JournalStatus{Enabled: c.cfg.journal, FileSize: fileSize}
+	c.jstat = JournalStatus{FileSize: fileSize} // Enabled is set by journal()
 	data, err := c.be.readJournal()
 	if errors.Is(err, fs.ErrNotExist) {
 		c.jlen, c.jmay, c.jdirty = 0, false, false
@@ -172,7 +172,7 @@ func (c *core[K, V]) appendable() bool {
 // skips. The caller holds c.mu.
 func (c *core[K, V]) dropJournal() {
 	c.jlen = 0
-	c.jstat = JournalStatus{Enabled: c.cfg.journal, FileSize: c.fileSize, Torn: c.jstat.Torn}
+	c.jstat = JournalStatus{FileSize: c.fileSize, Torn: c.jstat.Torn}
 	if !c.jmay {
 		c.jdirty = false
 		return

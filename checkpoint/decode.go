@@ -66,7 +66,7 @@ func decode[K comparable, V any](data []byte, cfg *config, enc *encoder) (decode
 	}
 	sh := &shared[K, V]{r: &r}
 	keys := newKeyRule[K]()
-	validate, _ := cfg.validate.(func(K, V) error) // its type was checked at construction
+	validate, _ := validatorFor[K, V](cfg) // its type was checked at construction
 	var wg sync.WaitGroup
 	per := (n + workers - 1) / workers
 	for w := 0; w < workers; w++ {

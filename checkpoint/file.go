@@ -70,6 +70,7 @@ func Open[K comparable, V any](ctx context.Context, path string, opts ...Option)
 		prevTmp: filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".prev-tmp"),
 		lock:    path + ".lock",
 		journal: path + ".journal",
+		appends: cfg.journal,
 		mode:    cfg.mode,
 		log:     cfg.logger,
 	}
@@ -103,8 +104,10 @@ func (f *File[K, V]) BootID() string { return f.c.bootID }
 func (f *File[K, V]) Size() int64 { return f.c.size.Load() }
 
 // Journal returns what the checkpoint's journal (see WithJournal) held at
-// the last Load, torn record included, and what Commit appended since.
-// It does not touch the disk; it waits for a save in progress.
+// the last Load, torn record included, and what Commit appended since; a
+// save that folds the journal into the file resets it (Torn stays until
+// the next Load). It does not touch the disk; it waits for a save in
+// progress.
 func (f *File[K, V]) Journal() JournalStatus { return f.c.journal() }
 
 // Load reads and checks the checkpoint and returns it, with its journal,
@@ -185,6 +188,7 @@ type disk struct {
 	prevTmp string
 	lock    string
 	journal string
+	appends bool // WithJournal: commits may append to the journal, which needs seen
 	mode    fs.FileMode
 	log     *zap.Logger
 	held    fsys.Lock // the lock on path+".lock"; nil once released
@@ -396,6 +400,9 @@ func (d *disk) read() ([]byte, error) {
 	// seen is the older file, and the next commit finds it gone and
 	// rewrites the whole file; in the other order it would append records
 	// that follow the bytes read to a file that holds others.
+	if !d.appends {
+		return d.fs.ReadFile(d.path)
+	}
 	seen, serr := d.fs.Lstat(d.path)
 	data, err := d.fs.ReadFile(d.path)
 	d.seen = nil
@@ -433,7 +440,9 @@ func (d *disk) replace(data []byte, last onDisk) error {
 		_ = d.fs.Remove(tmp)
 		return fail("rename", err)
 	}
-	d.seen, _ = d.fs.Lstat(d.path)
+	if d.appends {
+		d.seen, _ = d.fs.Lstat(d.path)
+	}
 	// The rename is atomic but not durable until the directory is
 	// synced: a power cut could bring the old entry back. renameio stops
 	// before this step; raft's file snapshot store and etcd take it.
@@ -444,10 +453,6 @@ func (d *disk) replace(data []byte, last onDisk) error {
 	return nil
 }
 
-// keepPrev makes the checkpoint path+".prev" too. A hard link keeps the
-// previous file without ever leaving path empty, and rename makes the new
-// .prev appear atomically. It reports false, having changed nothing, when
-// there is no checkpoint to keep.
 // writeTemp writes data to a new temporary file beside the checkpoint,
 // fsyncs and closes it, and returns its name; on failure it removes it and
 // says which step failed.
@@ -480,6 +485,10 @@ func (d *disk) writeTemp(data []byte) (name, step string, err error) {
 	return f.Name(), "", nil
 }
 
+// keepPrev makes the checkpoint path+".prev" too. A hard link keeps the
+// previous file without ever leaving path empty, and rename makes the new
+// .prev appear atomically. It reports false, having changed nothing, when
+// there is no checkpoint to keep.
 func (d *disk) keepPrev() (bool, error) {
 	if err := d.fs.Remove(d.prevTmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, err

@@ -129,7 +129,7 @@ func (e *TornJournalError) Is(target error) bool { return target == ErrTornJourn
 type JournalStatus struct {
 	Enabled  bool              // opened WithJournal
 	Bytes    int64             // the journal's size as this File last read or wrote it; 0: none
-	Records  int               // records Load replayed, plus those appended since
+	Records  int               // records Load replayed plus those Commit appended since; 0 once a save folded them into the file
 	Stale    int               // records Load skipped because the file already held them
 	Torn     *TornJournalError // the torn last record Load discarded, or nil
 	FileSize int64             // the size of the file the records apply to
@@ -374,7 +374,7 @@ type applier[K comparable, V any] struct {
 }
 
 func newApplier[K comparable, V any](r *decodeResult[K, V], cfg *config, enc *encoder, from, fileEntries int) *applier[K, V] {
-	validate, _ := cfg.validate.(func(K, V) error)
+	validate, _ := validatorFor[K, V](cfg) // its type was checked at construction
 	return &applier[K, V]{r: r, cfg: cfg, keys: newKeyRule[K](), validate: validate, enc: enc, from: from, index: fileEntries}
 }
 
