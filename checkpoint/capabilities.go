@@ -25,8 +25,8 @@ type BootIDer interface {
 	BootID() string
 }
 
-// Sizer is a checkpoint that can tell the size in bytes of the file as it
-// last read or wrote it (see File.Size).
+// Sizer is a checkpoint that can tell the size in bytes of the file and
+// its journal as it last read or wrote them (see File.Size).
 type Sizer interface {
 	Size() int64
 }

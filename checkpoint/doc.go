@@ -94,7 +94,10 @@
 //     takes these steps: it checks that the lock is still this File's
 //     (as a save does), that the checkpoint the journal follows is still
 //     at its path and that the journal is as long as this File left it
-//     (if not, the commit writes the whole file instead); it opens the
+//     (if the file was replaced or the journal is shorter or gone, the
+//     commit writes the whole file instead; if the journal is longer,
+//     another File appended to it, and the commit refuses with
+//     ErrUnreadable until a Load); it opens the
 //     journal for appending (creating it exclusively if there is none),
 //     writes the line with one write(2), fsyncs the journal, closes it,
 //     and, for a journal it created, fsyncs the directory. The commit is
@@ -148,7 +151,8 @@
 //     open File (an operator's rm, a cleanup script), the next Save or
 //     Commit writes it again in full (a Commit: every entry the File holds,
 //     with its changes), with the same protocol and durability, and logs
-//     once that it had disappeared; path+".prev", if it was left, stays as
+//     once that it had disappeared (with WithJournal, the commit also logs
+//     that it fell back to writing the whole file); path+".prev", if it was left, stays as
 //     it was until the save after.
 //   - One owner. Open takes an exclusive flock(2) on path+".lock", a file
 //     this package never renames or removes, and holds it until Close. A

@@ -26,7 +26,9 @@ func (d *disk) readJournal() ([]byte, error) { return d.fs.ReadFile(d.journal) }
 // journal to be as long as this File left it: records appended to a
 // journal that lost its file, or to one that was cut or removed, could
 // not be replayed, so then errRewrite makes the commit write the whole
-// file.
+// file. A journal longer than this File left it holds records another File
+// appended, which a rewrite would lose: then the commit fails
+// (errTakenOver).
 func (d *disk) appendJournal(rec []byte, at int64, last onDisk) error {
 	if err := d.own("save", &last); err != nil {
 		return err

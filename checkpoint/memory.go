@@ -205,8 +205,9 @@ func (b *memBackend) readJournal() ([]byte, error) {
 	return bytes.Clone(b.journal), nil
 }
 
-// appendJournal keeps File's rules: no append without the file, or to a
-// journal that is not as long as the core knows it.
+// appendJournal keeps File's rules for a missing file and a missing or cut
+// journal (no append: the commit writes the whole file); a journal another
+// handle grew is written over, where File refuses (Memory takes no lock).
 func (b *memBackend) appendJournal(rec []byte, at int64, _ onDisk) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()

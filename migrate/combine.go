@@ -155,7 +155,9 @@ func (s *Store[K, V]) combine(b basis, ck *ckptView[K, V], lg *legacyView[K, V],
 
 // legacyDecides builds the state from legacy's entries, each with the
 // checkpoint's record where pick prefers it. Entries only the checkpoint
-// has are dropped, or kept when the listing was partial. Entries only legacy
+// has are dropped, or, when the listing was partial, kept (a legacy that
+// observes) or not served (a legacy the Store writes; see checkpointOnly).
+// Entries only legacy
 // has are reported as backfilled outside phase 1, whose basis is legacy.
 func (s *Store[K, V]) legacyDecides(ck *ckptView[K, V], lg *legacyView[K, V], r *Report[K]) built[K, V] {
 	onlyLegacy := OriginBackfill

@@ -5,7 +5,8 @@ import "errors"
 // Errors returned by New.
 var (
 	// ErrInvalidConfig is returned by New when the Config cannot work: a
-	// phase that is not one, a side the phase needs that is missing. The
+	// phase that is not one, a side the phase needs that is missing, or,
+	// with ShortLived, a legacy a one-invocation process cannot trust. The
 	// message says what to set.
 	ErrInvalidConfig = errors.New("invalid configuration")
 )

@@ -8,23 +8,23 @@ import (
 )
 
 // Stats are a Store's cumulative counters since New, in the manner of
-// database/sql's DBStats: cheap to read (atomic loads, no lock held against
-// writers), so a metrics scrape can call Stats every time. Counts of
-// writes count calls that returned; a group commit counts once per save
-// whatever it carried.
+// database/sql's DBStats: cheap to read (atomic loads, and a read lock for
+// Entries), so a metrics scrape can call Stats every time. Counts of
+// writes count calls that returned; a group commit counts once, whatever
+// it carried.
 type Stats struct {
 	Phase   Phase
 	Entries int // entries served now
 
-	// Writes that returned nil, by kind.
+	// Writes that returned nil, by kind (Updates includes DeleteFunc).
 	Puts, Deletes, Updates uint64
 	// Writes that returned an error: the context ended before a commit
 	// took them, their function failed, a side refused them (of those,
 	// OutcomeUnknown also matched ErrOutcomeUnknown).
 	WriteErrors, OutcomeUnknown uint64
 
-	// Commits is the group commits that changed something; Committed the
-	// writes they carried (Committed/Commits is the group-commit effect).
+	// Commits is the group commits that carried at least one write that
+	// passed its checks; Committed the writes they carried (Committed/Commits is the group-commit effect).
 	Commits, Committed uint64
 
 	CheckpointSaves        uint64        // saves that succeeded, restore's included

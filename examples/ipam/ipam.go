@@ -249,7 +249,8 @@ func (m *IPAM) GC(ctx context.Context, valid []Attachment) ([]Key, error) {
 // (normalizeCheckpointDataByPodVethExistence in its pkg/ipamd/datastore):
 // pods deleted while the daemon was down leave their allocation behind.
 // links lists the host's interface names. An entry without pod metadata is
-// kept (it may predate the metadata). If links fails, nothing is released
+// kept (it may predate the metadata). The daemon does not call it;
+// gc_test.go shows its use. If links fails, nothing is released
 // and the error is returned.
 func (m *IPAM) GCByVeth(ctx context.Context, links func() ([]string, error)) ([]Key, error) {
 	names, err := links()

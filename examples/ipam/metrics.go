@@ -26,22 +26,22 @@ import (
 
 // metric names, kept in one place: the README and the tests quote them.
 const (
-	mPhase          = "phaseshift_phase"
-	mEntries        = "phaseshift_entries"
-	mRestoreEntries = "phaseshift_restore_entries"
-	mRestoreReadLeg = "phaseshift_restore_read_from"
-	mRestoreStale   = "phaseshift_restore_stale"
-	mRestoreQuar    = "phaseshift_restore_quarantined"
-	mRestoreTime    = "phaseshift_restore_timestamp_seconds"
-	mShadowDiffers  = "phaseshift_restore_shadow_differs"
-	mWrites         = "phaseshift_writes_total"
-	mOutcomeUnknown = "phaseshift_writes_outcome_unknown_total"
-	mCommits        = "phaseshift_commits_total"
-	mCommitted      = "phaseshift_committed_writes_total"
-	mSaves          = "phaseshift_checkpoint_saves_total"
-	mSaveSeconds    = "phaseshift_checkpoint_save_seconds_total"
-	mCkptBytes      = "phaseshift_checkpoint_bytes"
-	mLegacyWrites   = "phaseshift_legacy_writes_total"
+	mPhase           = "phaseshift_phase"
+	mEntries         = "phaseshift_entries"
+	mRestoreEntries  = "phaseshift_restore_entries"
+	mRestoreReadFrom = "phaseshift_restore_read_from"
+	mRestoreStale    = "phaseshift_restore_stale"
+	mRestoreQuar     = "phaseshift_restore_quarantined"
+	mRestoreTime     = "phaseshift_restore_timestamp_seconds"
+	mShadowDiffers   = "phaseshift_restore_shadow_differs"
+	mWrites          = "phaseshift_writes_total"
+	mOutcomeUnknown  = "phaseshift_writes_outcome_unknown_total"
+	mCommits         = "phaseshift_commits_total"
+	mCommitted       = "phaseshift_committed_writes_total"
+	mSaves           = "phaseshift_checkpoint_saves_total"
+	mSaveSeconds     = "phaseshift_checkpoint_save_seconds_total"
+	mCkptBytes       = "phaseshift_checkpoint_bytes"
+	mLegacyWrites    = "phaseshift_legacy_writes_total"
 )
 
 // statsCollector exports a Store's Stats.
@@ -55,22 +55,22 @@ func newStatsCollector(stats func() migrate.Stats) *statsCollector {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &statsCollector{stats: stats, descs: map[string]*prometheus.Desc{
-		mPhase:          d(mPhase, "The rollout phase the daemon runs in: 0 legacy, 1 expand, 2 migrate, 3 contract."),
-		mEntries:        d(mEntries, "Entries the daemon serves."),
-		mRestoreEntries: d(mRestoreEntries, "What the last restore did, by kind of entry (restored, backfilled, dropped, orphaned, pruned, diverged) and the problems it skipped (errors).", "kind"),
-		mRestoreReadLeg: d(mRestoreReadLeg, "1 for the sides the last restore built the state from.", "sides"),
-		mRestoreStale:   d(mRestoreStale, "1 if the last restore found a side stale.", "side"),
-		mRestoreQuar:    d(mRestoreQuar, "1 if the last restore moved an unreadable checkpoint aside."),
-		mRestoreTime:    d(mRestoreTime, "When the last restore finished, in seconds since the epoch."),
-		mShadowDiffers:  d(mShadowDiffers, "1 if a side read only to compare differed from what the last restore served."),
-		mWrites:         d(mWrites, "Writes that returned, by kind and result.", "kind", "result"),
-		mOutcomeUnknown: d(mOutcomeUnknown, "Writes that failed on one side and whose undo failed on the other."),
-		mCommits:        d(mCommits, "Group commits that changed something."),
-		mCommitted:      d(mCommitted, "Writes the group commits carried."),
-		mSaves:          d(mSaves, "Checkpoint saves, by result.", "result"),
-		mSaveSeconds:    d(mSaveSeconds, "Time spent in checkpoint saves."),
-		mCkptBytes:      d(mCkptBytes, "Size of the checkpoint after its last save."),
-		mLegacyWrites:   d(mLegacyWrites, "Writes to legacy, by result.", "result"),
+		mPhase:           d(mPhase, "The rollout phase the daemon runs in: 0 legacy, 1 expand, 2 migrate, 3 contract."),
+		mEntries:         d(mEntries, "Entries the daemon serves."),
+		mRestoreEntries:  d(mRestoreEntries, "What the last restore did, by kind of entry (restored, backfilled, dropped, orphaned, pruned, diverged) and the problems it skipped (errors).", "kind"),
+		mRestoreReadFrom: d(mRestoreReadFrom, "1 for the sides the last restore built the state from.", "sides"),
+		mRestoreStale:    d(mRestoreStale, "1 if the last restore found a side stale.", "side"),
+		mRestoreQuar:     d(mRestoreQuar, "1 if the last restore moved an unreadable checkpoint aside."),
+		mRestoreTime:     d(mRestoreTime, "When the last restore finished, in seconds since the epoch."),
+		mShadowDiffers:   d(mShadowDiffers, "1 if a side read only to compare differed from what the last restore served."),
+		mWrites:          d(mWrites, "Writes that returned, by kind and result.", "kind", "result"),
+		mOutcomeUnknown:  d(mOutcomeUnknown, "Writes that failed on one side and whose undo failed on the other."),
+		mCommits:         d(mCommits, "Group commits that carried at least one write that passed its checks."),
+		mCommitted:       d(mCommitted, "Writes the group commits carried."),
+		mSaves:           d(mSaves, "Checkpoint saves, by result.", "result"),
+		mSaveSeconds:     d(mSaveSeconds, "Time spent in checkpoint saves."),
+		mCkptBytes:       d(mCkptBytes, "Size of the checkpoint (and its journal) as last loaded or saved."),
+		mLegacyWrites:    d(mLegacyWrites, "Writes to legacy, by result.", "result"),
 	}}
 }
 
@@ -118,7 +118,7 @@ func (c *statsCollector) collectRestore(r migrate.RestoreStats, gauge func(strin
 	} {
 		gauge(mRestoreEntries, float64(n), kind)
 	}
-	gauge(mRestoreReadLeg, 1, string(r.ReadFrom))
+	gauge(mRestoreReadFrom, 1, string(r.ReadFrom))
 	gauge(mRestoreStale, b2f(r.Stale), "checkpoint")
 	gauge(mRestoreStale, b2f(r.LegacyStale), "legacy")
 	gauge(mRestoreQuar, b2f(r.Quarantined))

@@ -86,9 +86,10 @@
 // package source/cri) is not: the runtime lists a sandbox only once the
 // sandbox is ready, after its ADD returned, so an exec restoring from CRI
 // misses the allocations of the ADDs just before it, and phase 1, which
-// rewrites the checkpoint from legacy, forgets them and hands their
-// addresses out again. CRI as a legacy needs a long-running daemon that
-// restores once at start and keeps its state in memory (examples/ipam).
+// builds its state from legacy, forgets them and hands their addresses out
+// again. CRI as a legacy needs a long-running daemon that restores once at
+// start and keeps its state in memory (examples/ipam); migrate's
+// Config.ShortLived refuses it in an exec'd process.
 //
 // # Caveats
 //

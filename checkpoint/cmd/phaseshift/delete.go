@@ -52,7 +52,7 @@ func runDelete(ctx context.Context, e *env, o *options, args []string) (err erro
 	if i < 0 {
 		return noSuchKey(j.Path, key)
 	}
-	r := &repaired{Path: j.Path, Action: "delete", Key: j.Entries[i].Key, Replaced: j.verdict}
+	r := &repaired{Path: j.Path, Action: "delete", Key: j.Entries[i].Key, Replaced: verdictIntact}
 	if r.Kept, err = l.KeepCopy(ctx); err != nil {
 		return fail(exitFailed, "keeping a copy of the file before the change, nothing changed: %v", err)
 	}

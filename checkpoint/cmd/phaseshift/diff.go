@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"time"
 
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
 )
@@ -151,5 +152,5 @@ func headerLine(h *headerJSON) string {
 	if h == nil {
 		return "header unreadable"
 	}
-	return fmt.Sprintf("seq %d, schema %d, phase %s, saved %s", h.Seq, h.Schema, orNone(h.Phase), h.SavedAt.Format("2006-01-02T15:04:05Z07:00"))
+	return fmt.Sprintf("seq %d, schema %d, phase %s, saved %s", h.Seq, h.Schema, orNone(h.Phase), h.SavedAt.Format(time.RFC3339))
 }

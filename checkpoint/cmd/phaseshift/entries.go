@@ -5,13 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/big"
 	"reflect"
 
-	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
 )
 
@@ -175,6 +173,3 @@ func normalize(v any) any {
 	}
 	return v
 }
-
-// isLocked tells whether err is checkpoint's ErrLocked.
-func isLocked(err error) bool { return errors.Is(err, checkpoint.ErrLocked) }

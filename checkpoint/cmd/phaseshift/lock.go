@@ -136,8 +136,6 @@ func (l lockInfo) String() string {
 	switch {
 	case l.Held == nil:
 		s = "unknown"
-	case !*l.Held && !l.Exists:
-		s = "not held"
 	case !*l.Held:
 		s = "not held"
 		if l.RecordedPID > 0 {

@@ -23,8 +23,11 @@
 // Exit statuses: 0 intact (or done; for diff, no differences), 1 no such
 // key (get, delete) or the files differ (diff), 2 usage, 3 missing,
 // 4 corrupt, 5 newer format or schema, 6 unreadable (permissions, not a
-// regular file), 7 locked by another process, 8 a repair failed. Every verb
-// that reads a file exits with that file's verdict when it is not intact.
+// regular file), 7 locked by another process, 8 a repair failed or another
+// error (writing the output, opening the lock file). verify, inspect, list,
+// get, diff and delete exit with the verdict of the file they read when it
+// is not intact (diff: A's, then B's); restore-prev with .prev's; reseal
+// with that of PATH read as if its checksum held.
 //
 // # Caveats
 //
@@ -32,8 +35,9 @@
 //     schema than the daemon's reads as intact unless verify or inspect is
 //     told the daemon's with --schema. Fields the daemon's types lack, which
 //     its Load refuses, cannot be seen without those types.
-//   - The read-only verbs read without the lock, so a daemon may replace the
-//     file meanwhile; each reads one consistent version of it.
+//   - The read-only verbs read without the lock: each reads the file once,
+//     then its journal, so a daemon's save in between can show an older
+//     state or a corrupt verdict; run the verb again to confirm.
 //   - Keys are matched by their JSON text (compacted), and failing that by
 //     their JSON value, so '{"b":1,"a":2}' finds the key the file writes as
 //     {"a":2,"b":1}. diff matches keys by text alone.
@@ -165,7 +169,8 @@ exit status:
   5  newer: a newer file format, or a schema above --schema
   6  unreadable: permissions, a directory, a symlink, an I/O error
   7  locked: a daemon holds the checkpoint's lock (repairs only)
-  8  a repair failed (the message says which step)
+  8  a repair failed (the message says which step), or another error
+     (writing the output, opening the lock file)
 
 examples:
   phaseshift verify /var/run/ipamd/state.json && echo intact
@@ -189,6 +194,6 @@ func verbHelp(name string, v *verb) string {
 	for _, ex := range v.examples {
 		fmt.Fprintf(&b, "  %s\n", ex)
 	}
-	b.WriteString("\nexit status: 0 ok, 1 no such key or differences, 2 usage, 3 missing,\n4 corrupt, 5 newer, 6 unreadable, 7 locked, 8 a repair failed.\n")
+	b.WriteString("\nexit status: 0 ok, 1 no such key or differences, 2 usage, 3 missing,\n4 corrupt, 5 newer, 6 unreadable, 7 locked, 8 a repair failed or another error.\n")
 	return b.String()
 }

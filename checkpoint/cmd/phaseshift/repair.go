@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
 )
 
@@ -24,8 +25,8 @@ type repaired struct {
 	Action string      `json:"action"`
 	Key    rawfile.Key `json:"key,omitempty"`
 	From   string      `json:"from,omitempty"` // restore-prev: the file restored
-	// Replaced is the verdict on the file replaced; Kept is its quarantined
-	// copy.
+	// Replaced is the verdict on the file replaced, or why reseal replaced
+	// it; Kept is its quarantined copy.
 	Replaced string      `json:"replaced,omitempty"`
 	Kept     string      `json:"kept,omitempty"`
 	Header   *headerJSON `json:"header"`
@@ -49,7 +50,7 @@ func lock(ctx context.Context, path string, wait time.Duration) (rawfile.Locked,
 	if err == nil {
 		return l, nil
 	}
-	if isLocked(err) {
+	if errors.Is(err, checkpoint.ErrLocked) {
 		holder := lockState(rawfile.NamesOf(path).Lock)
 		return nil, fail(exitLocked, "the checkpoint's lock is %s, after waiting %v: a daemon has %s open. "+
 			"Stop it first (a repair must not race its saves), or wait longer with --lock-wait", holder, wait, path)

@@ -50,7 +50,7 @@ func runReseal(ctx context.Context, e *env, o *options, args []string) (err erro
 	if j.verdict != verdictIntact {
 		return fail(j.code(), "cannot reseal: %s", j.reason)
 	}
-	r := &repaired{Path: j.Path, Action: "reseal", Replaced: "intact"}
+	r := &repaired{Path: j.Path, Action: "reseal", Replaced: verdictIntact}
 	if j.ChecksumErr == nil {
 		r.Header, r.Entries = j.header(), len(j.Entries)
 		return printRepaired(e, r, fmt.Sprintf("%s is intact already (its checksum holds): nothing to reseal", j.Path))

@@ -14,7 +14,9 @@ func init() {
 		about: `restore-prev makes PATH.prev (the previous good save) the checkpoint again,
 under the checkpoint's lock, durably, with a seq above both files'. It keeps
 the file it replaces, if any, as a quarantined copy (PATH.corrupt-<time>),
-and leaves PATH.prev as it is. PATH.prev must be intact. With a journal
+and leaves PATH.prev as it is. PATH.prev must be intact. A journal left
+without its file (PATH missing, PATH.journal not empty) is not handled: it
+exits 8; move PATH.journal aside first. With a journal
 (PATH.journal, checkpoint.WithJournal), the journal is kept with the copy
 and removed: its records follow the file replaced. PATH.prev lacks the last
 write (with a journal, every commit since the last compaction), so it refuses to replace an intact file unless --replace-intact says

@@ -3,15 +3,15 @@
 // its Go types: keys as their JSON text ([Key]), values as json.RawMessage.
 // Package checkpoint sets [Read], [Lock] and [NamesOf] in an init, and
 // implements them with its own reading, checking, locking and writing code,
-// so that the command sees exactly what a daemon's Load would restore. Only
+// so that the command sees what a daemon's Load would restore (see Caveats). Only
 // checkpoint and its subpackages can import this package, so none of it is
 // part of checkpoint's API (as package memfile is for checkpointtest).
 //
 // # Caveats
 //
 //   - Read opens the file without its lock: a daemon may replace the file
-//     while it is read. Each Read reads the file once, so what it returns is
-//     one consistent version, possibly already replaced.
+//     while it is read. Each Read reads the file once and then its journal,
+//     so a save in between can show an older state or a corrupt journal.
 //   - A file is read with the value schema its header names, so a file of a
 //     newer schema than the daemon's reads as intact here: the command does
 //     not know the daemon's schema unless it is told. Unknown fields, which a
@@ -144,7 +144,7 @@ type Options struct {
 }
 
 // Locked is a checkpoint opened under its lock, for a repair. Read it
-// before Commit.
+// before Delete or Replace.
 type Locked interface {
 	// Read reads the file as Read does, under the lock.
 	Read(ctx context.Context, opt Options) *File
