@@ -32,8 +32,8 @@ type Sizer interface {
 }
 
 // JournalReporter is a checkpoint that can say what its journal held at
-// the last Load (see WithJournal): package migrate reports a torn record
-// Load discarded in Report.Errors.
+// the last Load (see the package documentation's Journal section):
+// package migrate reports a torn record Load discarded in Report.Errors.
 type JournalReporter interface {
 	Journal() JournalStatus
 }

@@ -189,6 +189,9 @@ func (c *core[K, V]) loadLocked() (Snapshot[K, V], error) {
 	c.head, c.baseFormat, c.baseSchema, c.fileSize = res.snap.Meta.Seq, file.Format, file.Schema, int64(len(data))
 	c.ents = res.ents
 	if res.dropped > 0 {
+		// The file holds fields that memory does not: the next commit
+		// writes the whole file, as it says, rather than append to it.
+		c.jdirty = true
 		c.cfg.logger.Warn("dropped unknown fields from checkpoint entries, as WithDropUnknownFields allows; the next save writes them without",
 			zap.String("path", c.be.name()), zap.Int("entries", res.dropped))
 	}

@@ -5,18 +5,29 @@
 // any comparable key type (structs included) whose keys read back from
 // JSON as themselves (see Keys), and any value type that encoding/json
 // handles. [Open] takes the file's lock, [File.Load] reads and
-// checks it, [File.Save] replaces it, [File.Commit] replaces it with a few
-// entries changed (or, [WithJournal], appends the changes to a journal
-// beside it), [File.Quarantine] moves an unreadable file aside, and
-// [File.Close] releases the lock. [Memory] is the same thing in memory, for
+// checks it (with its journal replayed), [File.Save] replaces it,
+// [File.Commit] appends a few changed entries to a journal beside it (or,
+// [WithoutJournal], replaces the file with them changed),
+// [File.Quarantine] moves an unreadable file aside, and [File.Close]
+// releases the lock. [Memory] is the same thing in memory, for
 // tests; package checkpointtest injects faults into it.
 //
 // # The file
 //
-// The file is JSON an operator can read with jq:
+// The file is JSON that jq reads:
 //
 //	jq '.seq, .phase, (.entries | length)' /var/run/mydaemon/state.json
-//	jq '.entries[] | select(.key.containerID == "4f1c...")' /var/run/mydaemon/state.json
+//
+// With the journal (the default), though, the file holds the state as of
+// its last compaction, and the commits since are in path+".journal": what
+// a restart restores is the file with the journal replayed, which the
+// phaseshift command (checkpoint/cmd/phaseshift) shows, reading both with
+// this package's own Load:
+//
+//	phaseshift list /var/run/mydaemon/state.json | jq -c 'select(.key.containerID == "4f1c...")'
+//	phaseshift inspect /var/run/mydaemon/state.json
+//
+// WithoutJournal, the file alone holds every commit.
 //
 // It records the file format version, the value schema version
 // (WithSchema), the phase and version of the program that wrote it, the
@@ -25,15 +36,17 @@
 // "value"} objects one per line, and last a CRC-32C checksum over the exact
 // bytes of everything before it. Any flipped byte and any truncation is
 // reported as ErrCorrupt; so is a hand edit, because the checksum no longer
-// matches. Next to the file live path+".prev", the previous good version,
-// kept so that one bad write or edit can be undone by hand, and
-// path+".lock".
+// matches. Next to the file live path+".prev", the previous good version
+// of the file, kept so that one bad write or edit can be undone by hand
+// (with the journal, the file before the last compaction; see Caveats),
+// path+".journal" and path+".lock".
 //
 // # The journal
 //
-// With [WithJournal], a commit appends one line to path+".journal" instead
-// of replacing the file, and [File.Load] replays the lines over the file. A
-// line is a JSON object that jq reads, one per commit:
+// By default ([WithJournal]; [WithoutJournal] turns it off), a commit
+// appends one line to path+".journal" instead of replacing the file, and
+// [File.Load] replays the lines over the file. A line is a JSON object that
+// jq reads, one per commit:
 //
 //	{"journal":1,"base":7,"seq":8,"schema":1,"phase":"contract","writer":"ipamd v2","bootID":"...","savedAt":"...","changes":[{"key":K,"value":V},{"delete":{"key":K,"value":V}}],"crc32c":"1a2b3c4d"}
 //
@@ -43,14 +56,15 @@
 // state it makes; a put is the entry as the file would hold it, a delete
 // the entry it removes; the checksum is CRC-32C over the bytes of the line
 // before `,"crc32c"`. The file keeps its format, numbered 2 rather than 1
-// so that a phaseshift older than the journal refuses it (ErrNewerSchema)
-// instead of reading it without its journal. Load's Meta is the last
+// so that a phaseshift built before the journal refuses it
+// (ErrNewerSchema) instead of reading it without its journal. Load's Meta is the last
 // line's (Phase, Writer, BootID, Seq, SavedAt), with the file's Format and
 // Schema. The journal is folded into the file (compacted) by Save, by the
 // first commit over a file written without the journal (format 1), after
 // a Load that found anything but whole records that follow the file, after
-// a schema change or a failed write, and by the commit that would grow it
-// past a fifth of the file's size (at least 32 KiB).
+// a schema change, a Load that dropped unknown fields
+// (WithDropUnknownFields) or a failed write, and by the commit that would
+// grow it past a fifth of the file's size (at least 32 KiB).
 //
 // # Keys
 //
@@ -90,7 +104,8 @@
 //     that Open can tell its own leftovers from another checkpoint's by
 //     name, and undo a rename whose directory fsync failed; renameio is not
 //     a dependency.)
-//   - Durable appends (WithJournal). A commit that goes to the journal
+//   - Durable appends (the journal, the default). A commit that goes to
+//     the journal
 //     takes these steps: it checks that the lock is still this File's
 //     (as a save does), that the checkpoint the journal follows is still
 //     at its path and that the journal is as long as this File left it
@@ -151,9 +166,9 @@
 //     open File (an operator's rm, a cleanup script), the next Save or
 //     Commit writes it again in full (a Commit: every entry the File holds,
 //     with its changes), with the same protocol and durability, and logs
-//     once that it had disappeared (with WithJournal, the commit also logs
-//     that it fell back to writing the whole file); path+".prev", if it was left, stays as
-//     it was until the save after.
+//     once that it had disappeared (with the journal, the commit also logs
+//     that it fell back to writing the whole file); path+".prev", if it was
+//     left, stays as it was until the save after.
 //   - One owner. Open takes an exclusive flock(2) on path+".lock", a file
 //     this package never renames or removes, and holds it until Close. A
 //     second Open, from this process or another, waits until its context
@@ -223,29 +238,35 @@
 //     name cannot be told from another checkpoint's live temporary file.
 //   - Unknown fields are found by encoding/json: inside a type with its
 //     own UnmarshalJSON or UnmarshalText, that method decides.
-//   - A File serialises its own methods; it is not a database. Without
-//     WithJournal every save writes the whole file (Commit only saves
-//     encoding work), so the cost of a save grows with the number of
-//     entries. With it, a commit costs one fsync'd append, but the commit
-//     that compacts pays a whole save, and a Load replays up to a fifth of
-//     the file's size of journal.
+//   - A File serialises its own methods; it is not a database. With the
+//     journal (the default) a commit costs one fsync'd append, but the
+//     commit that compacts pays a whole save, and a Load replays up to a
+//     fifth of the file's size of journal. WithoutJournal, every commit
+//     writes the whole file (Commit only saves encoding work), so its cost
+//     grows with the number of entries.
 //   - The journal trusts its last line least: bit rot in the last
 //     acknowledged line looks like a torn write and is discarded (and
 //     reported), not refused.
 //   - A journal is never written beside a file another binary wrote
-//     without it: a phaseshift older than WithJournal refuses the file
-//     (format 2) rather than ignore the journal, so a downgrade to it
-//     needs one run of this version without WithJournal first, which
-//     folds the journal into a format-1 file at its first save.
+//     without it (format 1): the first commit over such a file rewrites
+//     it as format 2. Every released phaseshift reads format 2 and its
+//     journal (the journal shipped, on by default, with the first
+//     release); a build from before the journal refuses a format-2 file
+//     (ErrNewerSchema) rather than ignore the journal, so handing the
+//     checkpoint to one needs a run of this version WithoutJournal first,
+//     which folds the journal into a format-1 file at its first save.
+//   - Programs that read the file directly, rather than through Load or
+//     the phaseshift command, miss the journal's commits: open the
+//     checkpoint WithoutJournal for them.
 //   - Load returns the schema the file was written with in Meta.Schema
 //     even when it upgraded the entries.
 //   - .prev is never used automatically: it lacks the last write, so using
 //     it silently would lose acknowledged state. Restore it by hand when
 //     that is the lesser evil, with the phaseshift command
 //     (checkpoint/cmd/phaseshift: phaseshift restore-prev path), which takes
-//     the lock and keeps the replaced file, rather than cp. Under
-//     WithJournal .prev is the file before the last compaction, and lacks
-//     every commit since; restore-prev moves the journal aside with the
-//     file it replaces, where a cp would leave a journal that follows
-//     another file (ErrCorrupt).
+//     the lock and keeps the replaced file, rather than cp. With the
+//     journal (the default) .prev is the file before the last compaction
+//     or Save, and lacks every commit since; restore-prev moves the
+//     journal aside with the file it replaces, where a cp would leave a
+//     journal that follows another file (ErrCorrupt).
 package checkpoint

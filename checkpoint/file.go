@@ -151,11 +151,11 @@ func (f *File[K, V]) Save(ctx context.Context, s Snapshot[K, V]) error {
 }
 
 // Commit saves the checkpoint as it was last loaded or saved, with changes
-// applied in order; it writes the same file Save would, with the same
-// guarantees, but encodes only the changed entries. With WithJournal it
-// appends the changes to the journal instead and fsyncs it, and writes the
-// whole file only to compact the journal (see the package documentation's
-// Journal section). If the write fails, neither what is on disk (as far as
+// applied in order. By default it appends the changes to the journal and
+// fsyncs it, and writes the whole file only to compact the journal (see
+// the package documentation's Journal section); WithoutJournal, it writes
+// the same file Save would, with the same guarantees, but encodes only the
+// changed entries. If the write fails, neither what is on disk (as far as
 // the write protocol can undo it) nor what Commit applies to next changes.
 // An entry that cannot be written fails Commit with an *EncodeError whose
 // Index is the position of its change.

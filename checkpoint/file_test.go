@@ -72,7 +72,7 @@ func TestRoundTripStructKeys(t *testing.T) {
 	assert.Equal(t, want, got.Entries)
 	assert.Equal(t, "expand", got.Meta.Phase)
 	assert.Equal(t, "ipamd v1.7.0", got.Meta.Writer)
-	assert.Equal(t, 1, got.Meta.Format)
+	assert.Equal(t, 2, got.Meta.Format, "the journal's format, the default")
 	assert.Equal(t, 1, got.Meta.Schema)
 	assert.Equal(t, uint64(1), got.Meta.Seq)
 	assert.WithinDuration(t, time.Now(), got.Meta.SavedAt, time.Minute)
@@ -133,12 +133,16 @@ func TestSequenceAndPrev(t *testing.T) {
 // loadPath loads a checkpoint file by path with a File of its own.
 func loadPath(t *testing.T, path string) checkpoint.Snapshot[podKey, alloc] {
 	t.Helper()
-	// Copy it next to a fresh lock, so the caller's File keeps its lock.
+	// Copy it, and its journal if it has one, next to a fresh lock, so the
+	// caller's File keeps its lock.
 	dir := t.TempDir()
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	cp := filepath.Join(dir, "copy.json")
 	require.NoError(t, os.WriteFile(cp, data, 0o600))
+	if j, err := os.ReadFile(path + ".journal"); err == nil {
+		require.NoError(t, os.WriteFile(cp+".journal", j, 0o600))
+	}
 	g, err := checkpoint.Open[podKey, alloc](context.Background(), cp)
 	require.NoError(t, err)
 	defer g.Close()
@@ -464,6 +468,7 @@ func TestOpenValidatesOptions(t *testing.T) {
 		{"mode without owner rw", "e.json", []checkpoint.Option{checkpoint.WithFileMode(0o400)}, "file mode", true},
 		{"negative lock wait", "g.json", []checkpoint.Option{checkpoint.WithLockWait(-time.Second)}, "checkpoint.WithLockWait(-1s)", true},
 		{"nil option", "h.json", []checkpoint.Option{checkpoint.WithLockWait(0), nil}, "option 2 of 2 is nil", true},
+		{"journal on and off", "i.json", []checkpoint.Option{checkpoint.WithJournal(), checkpoint.WithoutJournal()}, "checkpoint.WithoutJournal(): checkpoint.WithJournal() was given too: give one", true},
 		{"boot id source fails", "f.json", []checkpoint.Option{checkpoint.WithBootID(func() (string, error) { return "", errors.New("no procfs") })}, "no procfs", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

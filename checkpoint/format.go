@@ -43,7 +43,7 @@ import (
 // when a later Commit leaves it unchanged.
 const (
 	// formatVersion is the newest file format this library reads: 1, and
-	// 2, which is 1 written under WithJournal (see journal.go).
+	// 2, which is 1 written with the journal (see journal.go).
 	formatVersion = 2
 
 	fileStart     = "{\n"
@@ -62,7 +62,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // Meta describes a checkpoint file. Save fills Format, Seq and SavedAt, and
 // Schema and BootID from the options; the caller sets Phase and Writer.
 type Meta struct {
-	Format  int       // file format version: 1, or 2 when written WithJournal
+	Format  int       // file format version: 2 when written with the journal (the default), 1 WithoutJournal
 	Schema  int       // value schema version the entries were written with
 	Phase   string    // rollout phase of the writer, e.g. "expand"
 	Writer  string    // version of the program that wrote the file

@@ -16,10 +16,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// The journal (WithJournal). A commit appends one line to path+".journal"
-// and fsyncs it, instead of writing the whole file; Load replays the lines
-// over the file; a save rewrites the file and removes the journal. One
-// line is one commit:
+// The journal (the default; WithoutJournal turns it off). A commit appends
+// one line to path+".journal" and fsyncs it, instead of writing the whole
+// file; Load replays the lines over the file; a save rewrites the file and
+// removes the journal. One line is one commit:
 //
 //	{"journal":1,"base":7,"seq":9,"schema":1,"phase":"contract","writer":"ipamd v2","bootID":"","savedAt":"2026-11-30T08:00:00Z","changes":[{"key":K,"value":V},{"delete":{"key":K,"value":V}}],"crc32c":"1a2b3c4d"}
 //
@@ -55,8 +55,9 @@ import (
 //     corruption.
 const (
 	journalVersion = 1
-	// formatJournal is the file format written under WithJournal: the
-	// layout of format 1, with a number older readers refuse.
+	// formatJournal is the file format written with the journal (the
+	// default): the layout of format 1, with a number older readers
+	// refuse.
 	formatJournal = 2
 
 	recordStart   = `{"journal":1,"base":`
@@ -87,15 +88,34 @@ func journalBound(fileSize int64) int64 {
 // of the file's size (at least 32 KiB). See the package
 // documentation's Journal section for the protocol and its rules.
 //
-// A File opened without WithJournal still replays a journal it finds, and
-// its next Save or Commit folds it into the file: turning the option off
-// needs nothing but a restart. A file written under WithJournal has format
-// 2, which a phaseshift older than the journal refuses (ErrNewerSchema)
-// rather than read without its journal: to go back to such a binary, run
-// this one without WithJournal until it has saved once.
-func WithJournal() Option {
+// The journal is the default: WithJournal says so explicitly, and
+// WithoutJournal turns it off. Giving both is an error.
+//
+// A file written with the journal has format 2, which a phaseshift built
+// before the journal existed (no released version: the journal shipped
+// with the first release) refuses with ErrNewerSchema rather than read it
+// without its journal; to hand the checkpoint to such a build, run this
+// one WithoutJournal until it has saved once.
+func WithJournal() Option { return journalOption("checkpoint.WithJournal()", true) }
+
+// WithoutJournal makes every Commit replace the whole file, as Save does:
+// the file alone holds every commit, at the cost of a whole save (temporary
+// file, fsync, rename, fsync of the directory) per commit, which grows
+// with the number of entries. Use it when other programs read the file
+// directly rather than through Load (or the phaseshift command), or to
+// hand the checkpoint to a build that does not know the journal.
+//
+// A File opened WithoutJournal still replays a journal it finds, and its
+// next Save or Commit folds it into the file, which has format 1 again:
+// turning the journal off needs nothing but a restart with this option.
+func WithoutJournal() Option { return journalOption("checkpoint.WithoutJournal()", false) }
+
+func journalOption(name string, on bool) Option {
 	return optionFunc(func(c *config) error {
-		c.journal = true
+		if c.journalOpt != "" && c.journal != on {
+			return invalidOption(name, "%s was given too: give one", c.journalOpt)
+		}
+		c.journal, c.journalOpt = on, name
 		return nil
 	})
 }
@@ -130,7 +150,7 @@ func (e *TornJournalError) Is(target error) bool { return target == ErrTornJourn
 // JournalStatus is what the journal of a File or Memory held when it was
 // last read (by Load) and written since.
 type JournalStatus struct {
-	Enabled  bool              // opened WithJournal
+	Enabled  bool              // commits append to the journal: opened without WithoutJournal
 	Bytes    int64             // the journal's size as this File last read or wrote it; 0: none
 	Records  int               // records Load replayed plus those Commit appended since; 0 once a save folded them into the file
 	Stale    int               // records Load skipped because the file already held them

@@ -93,15 +93,58 @@ func TestJournalCommitAppends(t *testing.T) {
 	assert.Equal(t, 2, s.Meta.Format, "a file written WithJournal has format 2")
 }
 
-// TestJournalFoldedWithoutTheOption: a File opened without WithJournal
-// folds a journal it found into the file at its next commit, which writes
-// format 1 again, for a binary that knows no journal.
-func TestJournalFoldedWithoutTheOption(t *testing.T) {
+// TestJournalIsTheDefault: without options, a File and a Memory append
+// commits to the journal and write format 2; WithoutJournal replaces the
+// file at every commit and writes format 1; WithJournal, given alone or
+// twice, is the default.
+func TestJournalIsTheDefault(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		opts    []checkpoint.Option
+		journal bool
+	}{
+		{"default", nil, true},
+		{"WithJournal", []checkpoint.Option{checkpoint.WithJournal(), checkpoint.WithJournal()}, true},
+		{"WithoutJournal", []checkpoint.Option{checkpoint.WithoutJournal()}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			format := map[bool]int{true: 2, false: 1}[tc.journal]
+			f, path := openFile(t, tc.opts...)
+			m, err := checkpoint.NewMemory[podKey, alloc]().Reopen(tc.opts...)
+			require.NoError(t, err)
+			if tc.opts == nil {
+				m = checkpoint.NewMemory[podKey, alloc]()
+			}
+			for _, c := range []interface {
+				Save(context.Context, checkpoint.Snapshot[podKey, alloc]) error
+				Commit(context.Context, checkpoint.Meta, []checkpoint.Change[podKey, alloc]) error
+				Journal() checkpoint.JournalStatus
+			}{f, m} {
+				require.NoError(t, c.Save(ctx, checkpoint.Snapshot[podKey, alloc]{Entries: entriesN(2)}))
+				require.NoError(t, c.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[podKey, alloc]{del(key("c000"))}))
+				st := c.Journal()
+				assert.Equal(t, tc.journal, st.Enabled)
+				assert.Equal(t, map[bool]int{true: 1, false: 0}[tc.journal], st.Records)
+			}
+			_, err = os.Stat(path + ".journal")
+			assert.Equal(t, tc.journal, err == nil, "a journal beside the file: %v", err)
+			assert.Equal(t, format, loadPath(t, path).Meta.Format)
+			assert.Equal(t, tc.journal, len(checkpointtest.Journal(m)) > 0, "Memory keeps a journal as File does")
+			assert.Contains(t, string(m.Bytes()), fmt.Sprintf(`"format": %d,`, format))
+		})
+	}
+}
+
+// TestJournalFoldedWithoutJournal: a File opened WithoutJournal folds a
+// journal it found into the file at its next commit, which writes format 1
+// again, for a binary that knows no journal.
+func TestJournalFoldedWithoutJournal(t *testing.T) {
 	ctx := context.Background()
 	f, path := openFile(t, checkpoint.WithJournal())
 	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[podKey, alloc]{Entries: entriesN(3)}))
 	require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[podKey, alloc]{del(key("c000"))}))
-	g, s, err := reopen(t, f, path)
+	g, s, err := reopen(t, f, path, checkpoint.WithoutJournal())
 	require.NoError(t, err)
 	require.Len(t, s.Entries, 2)
 	require.NoError(t, g.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[podKey, alloc]{del(key("c001"))}))
@@ -828,7 +871,7 @@ func TestJournalFixtureLoadsForever(t *testing.T) {
 // commits after it append.
 func TestJournalStartsWithARewrite(t *testing.T) {
 	ctx := context.Background()
-	f, path := openFile(t)
+	f, path := openFile(t, checkpoint.WithoutJournal())
 	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[podKey, alloc]{Entries: entriesN(2)}))
 	g, s, err := reopen(t, f, path, checkpoint.WithJournal())
 	require.NoError(t, err)

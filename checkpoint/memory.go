@@ -17,9 +17,9 @@ import (
 // write; only the bytes stay in memory and there is no lock. Reopen and
 // Bytes let a test play a restart and look at what was saved; package
 // checkpointtest injects faults (failing or slow saves, a corrupt, torn or
-// newer-schema file, a file lost to a reboot) and counts saves. Opened
-// WithJournal (through Reopen), it keeps a journal as File does, which
-// checkpointtest.Journal and SetJournal read and replace.
+// newer-schema file, a file lost to a reboot) and counts saves. It keeps a
+// journal as File does, by default (WithoutJournal through Reopen: none),
+// which checkpointtest.Journal and SetJournal read and replace.
 //
 // All methods are safe for concurrent use.
 type Memory[K comparable, V any] struct {
@@ -27,8 +27,9 @@ type Memory[K comparable, V any] struct {
 	mem *memBackend
 }
 
-// NewMemory returns an empty in-memory checkpoint with the default options:
-// schema 1, no boot ID, no validation, nothing logged. It cannot fail. To
+// NewMemory returns an empty in-memory checkpoint with the default options,
+// as Open has them: schema 1, no boot ID, no validation, nothing logged,
+// and the journal. It cannot fail. To
 // configure it as a binary with options would open a File, open it with
 // them: NewMemory[K, V]().Reopen(opts...), which reports an invalid option
 // as Open does.
@@ -122,7 +123,7 @@ type memBackend struct {
 	exists      bool
 	prev        []byte
 	quarantined [][]byte
-	journal     []byte // path+".journal" of a File (WithJournal)
+	journal     []byte // path+".journal" of a File
 	jexists     bool
 	qjournals   [][]byte // journals moved aside with their files
 	saves       int

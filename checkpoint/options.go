@@ -47,7 +47,8 @@ type config struct {
 	dropUnknown bool    // WithDropUnknownFields
 	validate    any     // WithValidate's func(K, V) error; checked against K and V by validatorFor
 	fs          fsys.FS // the file system under a File; nil means fsys.OS (see withFS)
-	journal     bool    // WithJournal
+	journal     bool    // WithJournal, WithoutJournal
+	journalOpt  string  // the name of the journal option given, to refuse both
 }
 
 func defaultConfig() config {
@@ -56,6 +57,7 @@ func defaultConfig() config {
 		mode:     0o600,
 		lockWait: -1,
 		logger:   zap.NewNop(),
+		journal:  true,
 	}
 }
 
@@ -114,7 +116,7 @@ func WithBootID(source func() (string, error)) Option {
 }
 
 // WithFileMode sets the permissions of the checkpoint, its .prev copy, its
-// journal (WithJournal) and its lock file; 0600 by default, because values
+// journal and its lock file; 0600 by default, because values
 // may hold secrets. The directory, when Open creates it, is 0700. The mode
 // must be permission bits that let the owner read and write.
 func WithFileMode(mode fs.FileMode) Option {

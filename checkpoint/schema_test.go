@@ -242,7 +242,8 @@ func TestNewerSchemaRefused(t *testing.T) {
 }
 
 func TestNewerFormatRefused(t *testing.T) {
-	m := checkpoint.NewMemory[string, int]()
+	m, err := checkpoint.NewMemory[string, int]().Reopen(checkpoint.WithoutJournal()) // format 1
+	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, m.Save(ctx, checkpoint.Snapshot[string, int]{Entries: map[string]int{"a": 1}}))
 	data := string(m.Bytes())
@@ -251,7 +252,7 @@ func TestNewerFormatRefused(t *testing.T) {
 	// (format 2 is format 1 written WithJournal).
 	body := strings.Replace(data[:strings.Index(data, "  \"checksum\"")], `"format": 1`, `"format": 3`, 1)
 	checkpointtest.SetBytes(m, []byte(body+sealFor(body)))
-	_, err := m.Load(ctx)
+	_, err = m.Load(ctx)
 	require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
 	assert.Contains(t, err.Error(), "file format is 3")
 

@@ -208,7 +208,9 @@ type rawLocked struct {
 }
 
 func lockRaw(ctx context.Context, path string, wait time.Duration) (rawfile.Locked, error) {
-	f, err := Open[rawfile.Key, json.RawMessage](ctx, path, WithLockWait(wait))
+	// WithoutJournal: a repair writes the whole file, folding the journal
+	// into it (delete), whatever the daemon that owns the file does.
+	f, err := Open[rawfile.Key, json.RawMessage](ctx, path, WithLockWait(wait), WithoutJournal())
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ type Stats struct {
 	CheckpointSaveFailures uint64        // saves that failed
 	CheckpointSaveTime     time.Duration // time spent in saves, failed ones included
 	// CheckpointBytes is the size of the checkpoint file (with its
-	// journal, under checkpoint.WithJournal) as last loaded or saved, when
+	// journal, if it has one) as last loaded or saved, when
 	// the checkpoint can tell (a checkpoint.Sizer, as checkpoint.File and
 	// checkpoint.Memory are); 0 otherwise.
 	CheckpointBytes int64

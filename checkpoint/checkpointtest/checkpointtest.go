@@ -145,8 +145,8 @@ func Reopen[K comparable, V any](t TestingT, m *checkpoint.Memory[K, V], opts ..
 	return r
 }
 
-// Journal returns a copy of the journal beside the file under m (see
-// checkpoint.WithJournal), or nil if there is none.
+// Journal returns a copy of the journal beside the file under m (the
+// default; see checkpoint.WithJournal), or nil if there is none.
 func Journal[K comparable, V any](m *checkpoint.Memory[K, V]) []byte {
 	return memfile.Of(m).Journal()
 }

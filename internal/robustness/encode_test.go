@@ -151,6 +151,9 @@ func loadAny(t *testing.T, path string) map[anyKey]any {
 	require.NoError(t, err)
 	m := checkpoint.NewMemory[anyKey, any]()
 	checkpointtest.SetBytes(m, b)
+	if j, err := os.ReadFile(path + ".journal"); err == nil {
+		checkpointtest.SetJournal(m, j) // the commits since the file was written
+	}
 	s, err := m.Load(context.Background())
 	require.NoError(t, err)
 	return s.Entries

@@ -43,7 +43,9 @@ var saveFaults = []struct {
 
 // TestSaveFaultsThroughTheStore injects each save fault under a Store on a
 // real checkpoint file, in every phase that writes the checkpoint, for
-// every kind of write. Each write must fail with an error that matches
+// every kind of write. The checkpoint is opened WithoutJournal, so that
+// every write is a save (TestJournalFaultsThroughTheStore injects the
+// faults of an append, the default). Each write must fail with an error that matches
 // migrate.ErrCheckpointWrite and the errno and names the step and the
 // path; the Store keeps serving what was committed; the checkpoint file
 // (byte for byte) and explicit legacy (compensated) stay at the last
@@ -82,7 +84,7 @@ func TestSaveFaultsThroughTheStore(t *testing.T) {
 				target := map[string]string{"path": path, "dir": dir, "prev": path + ".prev", "prevtmp": filepath.Join(dir, ".state.json.prev-tmp")}[f.where]
 				faulty := &fsystest.Faulty{}
 				legacy := &migratetest.Explicit[string, string]{}
-				s := openStoreWith(t, faulty, path, p, legacy)
+				s := openStoreWith(t, faulty, path, p, legacy, checkpoint.WithoutJournal())
 				require.NoError(t, s.Put(ctx, "a", "1"))
 				require.NoError(t, s.Put(ctx, "b", "2"))
 				before, err := os.ReadFile(path)
@@ -214,11 +216,11 @@ func TestLoadFaultsThroughTheStore(t *testing.T) {
 	})
 }
 
-// newStore opens the checkpoint at path through faulty and builds a Store
-// for phase on it and legacy; the Store is closed at cleanup.
-func newStore(t *testing.T, faulty fsys.FS, path string, p migrate.Phase, legacy *migratetest.Explicit[string, string]) *migrate.Store[string, string] {
+// newStore opens the checkpoint at path through faulty, with opts, and
+// builds a Store for phase on it and legacy; the Store is closed at cleanup.
+func newStore(t *testing.T, faulty fsys.FS, path string, p migrate.Phase, legacy *migratetest.Explicit[string, string], opts ...checkpoint.Option) *migrate.Store[string, string] {
 	t.Helper()
-	cp, err := checkpoint.Open[string, string](context.Background(), path, fsystest.WithFS(faulty))
+	cp, err := checkpoint.Open[string, string](context.Background(), path, append([]checkpoint.Option{fsystest.WithFS(faulty)}, opts...)...)
 	require.NoError(t, err)
 	s, err := migrate.New(migrate.Config[string, string]{Phase: p, Legacy: legacy, Checkpoint: cp})
 	require.NoError(t, err)
@@ -227,9 +229,9 @@ func newStore(t *testing.T, faulty fsys.FS, path string, p migrate.Phase, legacy
 }
 
 // openStoreWith is newStore, restored.
-func openStoreWith(t *testing.T, faulty fsys.FS, path string, p migrate.Phase, legacy *migratetest.Explicit[string, string]) *migrate.Store[string, string] {
+func openStoreWith(t *testing.T, faulty fsys.FS, path string, p migrate.Phase, legacy *migratetest.Explicit[string, string], opts ...checkpoint.Option) *migrate.Store[string, string] {
 	t.Helper()
-	s := newStore(t, faulty, path, p, legacy)
+	s := newStore(t, faulty, path, p, legacy, opts...)
 	_, err := s.Restore(context.Background())
 	require.NoError(t, err)
 	return s

@@ -305,7 +305,10 @@ func (w *opsWorld) injectFault(preferCheckpoint bool) string {
 	if side == "legacy" {
 		w.legacy.FailWrites(0, 1, errors.New("injected legacy failure"))
 	} else if w.path != "" {
+		// The commit either appends to the journal or replaces the file:
+		// the fsync of either fails (clearFaults drops the one not met).
 		w.faulty.Fail(fsystest.OpFsync, w.path, syscall.EIO, 1)
+		w.faulty.Fail(fsystest.OpFsync, w.path+".journal", syscall.EIO, 1)
 	} else {
 		checkpointtest.FailSaves(w.mem, 1, syscall.EIO)
 	}

@@ -207,12 +207,17 @@ func powerScenarios() []powerScenario {
 		}
 	}
 	absent := pcState{}
+	// The scenarios below but the last are those of the whole-file
+	// protocol: every commit replaces the file (WithoutJournal).
+	// journalScenarios are those of the journal, the default.
+	whole := []checkpoint.Option{checkpoint.WithoutJournal()}
 	scenarios := journalScenarios(open, save, commit, put, del, rm)
 	return append([]powerScenario{
 		{
 			// The checkpoint removed under the open File: the next
 			// commit writes it again, as durably as any save.
 			name: "checkpoint removed while open",
+			opts: whole,
 			rel:  "d/state.json",
 			steps: []pcStep{
 				{"open", open(checkpoint.ErrNotExist), absent},
@@ -228,6 +233,7 @@ func powerScenarios() []powerScenario {
 			// all: the next commit creates the directory again, takes the
 			// lock again and writes the checkpoint, durably.
 			name: "directory removed while open",
+			opts: whole,
 			rel:  "var/d/state.json",
 			steps: []pcStep{
 				{"open", open(checkpoint.ErrNotExist), absent},
@@ -243,6 +249,7 @@ func powerScenarios() []powerScenario {
 			// not fsync its parent) before the next commit: the commit
 			// must make the new directory's entry durable itself.
 			name: "directory removed and created again while open",
+			opts: whole,
 			rel:  "var/d/state.json",
 			steps: []pcStep{
 				{"open", open(checkpoint.ErrNotExist), absent},
@@ -256,6 +263,7 @@ func powerScenarios() []powerScenario {
 			// Open creates the directories: the first save must survive
 			// even though they are new.
 			name: "saves and commits in a new directory",
+			opts: whole,
 			rel:  "var/lib/daemon/state.json",
 			steps: []pcStep{
 				{"open", open(checkpoint.ErrNotExist), absent},

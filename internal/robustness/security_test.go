@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,6 +57,21 @@ import (
 func TestFilesArePrivate(t *testing.T) {
 	old := syscall.Umask(0)
 	defer syscall.Umask(old)
+	// By default a commit appends to the journal; WithoutJournal, it
+	// replaces the file and keeps .prev: each makes its own file.
+	for _, tc := range []struct {
+		name    string
+		opts    []checkpoint.Option
+		sibling string // a file the commits make beside the checkpoint
+	}{
+		{"journal", nil, ".journal"},
+		{"WithoutJournal", []checkpoint.Option{checkpoint.WithoutJournal()}, ".prev"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { filesArePrivate(t, tc.opts, tc.sibling) })
+	}
+}
+
+func filesArePrivate(t *testing.T, opts []checkpoint.Option, sibling string) {
 	ctx := context.Background()
 	root := t.TempDir()
 	dir := filepath.Join(root, "new", "sub")
@@ -64,7 +80,7 @@ func TestFilesArePrivate(t *testing.T) {
 	legacy.Replace(map[string]string{"a": "1"})
 
 	open := func() *migrate.Store[string, string] {
-		cp, err := checkpoint.Open[string, string](ctx, path)
+		cp, err := checkpoint.Open[string, string](ctx, path, opts...)
 		require.NoError(t, err)
 		s, err := migrate.New(migrate.Config[string, string]{Phase: migrate.PhaseMigrate, Legacy: legacy, Checkpoint: cp})
 		require.NoError(t, err)
@@ -77,10 +93,10 @@ func TestFilesArePrivate(t *testing.T) {
 	require.NoError(t, s.Put(ctx, "c", "3"))
 	require.NoError(t, s.Close())
 	checkModes(t, root, dir)
-	require.FileExists(t, path+".prev")
+	require.FileExists(t, path+sibling)
 
-	// Bit rot: the next restore quarantines the file it wrote and saves a
-	// new one; every file is still private.
+	// Bit rot: the next restore quarantines the file it wrote (with its
+	// journal) and saves a new one; every file is still private.
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	b[len(b)/2] ^= 0x20
@@ -89,6 +105,7 @@ func TestFilesArePrivate(t *testing.T) {
 	require.NoError(t, s.Put(ctx, "d", "4"))
 	require.NoError(t, s.Close())
 	names, _ := filepath.Glob(path + ".corrupt-*")
+	names = slices.DeleteFunc(names, func(n string) bool { return strings.HasSuffix(n, ".journal") })
 	require.Len(t, names, 1, "the corrupt file was quarantined")
 	checkModes(t, root, dir)
 }
@@ -126,7 +143,7 @@ func checkModes(t *testing.T, root, dir string) {
 // replace or refuse a name, never open it), and the test pins that down.
 func TestSymlinksAreNotFollowed(t *testing.T) {
 	ctx := context.Background()
-	for _, name := range []string{"checkpoint", ".prev", ".lock", ".prev-tmp"} {
+	for _, name := range []string{"checkpoint", ".prev", ".lock", ".prev-tmp", ".journal"} {
 		t.Run(name, func(t *testing.T) {
 			outside := t.TempDir()
 			victim := filepath.Join(outside, "victim")
@@ -142,11 +159,17 @@ func TestSymlinksAreNotFollowed(t *testing.T) {
 			if name != "checkpoint" {
 				writeFile(t, path, migrate.PhaseContract, map[string]string{"a": "1"})
 			}
-			link := map[string]string{"checkpoint": path, ".prev": path + ".prev", ".lock": path + ".lock", ".prev-tmp": filepath.Join(dir, ".state.json.prev-tmp")}[name]
+			link := map[string]string{"checkpoint": path, ".prev": path + ".prev", ".lock": path + ".lock", ".prev-tmp": filepath.Join(dir, ".state.json.prev-tmp"), ".journal": path + ".journal"}[name]
 			_ = os.Remove(link)
 			require.NoError(t, os.Symlink(victim, link))
 
-			cp, err := checkpoint.Open[string, string](ctx, path)
+			// .prev and its temporary name are written when a commit
+			// replaces the file: WithoutJournal, every commit does.
+			var opts []checkpoint.Option
+			if name == ".prev" || name == ".prev-tmp" {
+				opts = append(opts, checkpoint.WithoutJournal())
+			}
+			cp, err := checkpoint.Open[string, string](ctx, path, opts...)
 			if name == ".lock" {
 				require.Error(t, err, "a symlinked lock file is refused")
 				assert.ErrorIs(t, err, syscall.ELOOP)
@@ -155,8 +178,8 @@ func TestSymlinksAreNotFollowed(t *testing.T) {
 				s, err := migrate.New(migrate.Config[string, string]{Phase: migrate.PhaseContract, Checkpoint: cp})
 				require.NoError(t, err)
 				_, err = s.Restore(ctx)
-				if name == "checkpoint" {
-					require.Error(t, err, "Restore must refuse a symlinked checkpoint")
+				if name == "checkpoint" || name == ".journal" {
+					require.Error(t, err, "Restore must refuse a symlinked checkpoint or journal")
 					assert.Contains(t, err.Error(), "refusing to follow a symlink")
 					assert.ErrorIs(t, s.Put(ctx, "b", "2"), migrate.ErrNotRestored)
 				} else {
@@ -245,8 +268,12 @@ func TestValuesNeverLogged(t *testing.T) {
 	}
 	val := func(n string) vmValue { return vmValue{Token: secret + n, IP: netip.MustParseAddr("10.0.1.1")} }
 
+	// The commit appends to the journal or replaces the file: the fsync
+	// of either fails.
 	faulty.Fail(fsystest.OpFsync, path, syscall.EIO, 1)
+	faulty.Fail(fsystest.OpFsync, path+".journal", syscall.EIO, 1)
 	require.ErrorIs(t, s.Put(ctx, "vm-ckpt-fail", val("-4")), syscall.EIO)
+	faulty.Clear()
 	legacy.FailWrites(0, 1, errors.New("registry refused"))
 	require.ErrorIs(t, s.Put(ctx, "vm-legacy-fail", val("-5")), migrate.ErrLegacyWrite)
 	v := val("-6")

@@ -98,10 +98,12 @@ type Config[K comparable, V any] struct {
 	// Corruption makes some restarts find the checkpoint corrupt (a
 	// flipped byte), as bit rot would leave it.
 	Corruption bool
-	// Journal opens the checkpoint of every build WithJournal, so that
-	// writes go to its journal and restores replay it (a crash freezes
-	// the file and the journal together).
-	Journal bool
+	// WithoutJournal opens the checkpoint of every build
+	// checkpoint.WithoutJournal(), so that every write replaces the whole
+	// file. By default, as with checkpoint.Open's defaults, writes go to
+	// the checkpoint's journal and restores replay it (a crash freezes the
+	// file and the journal together).
+	WithoutJournal bool
 }
 
 // TestingT is the part of *testing.T that Matrix needs.

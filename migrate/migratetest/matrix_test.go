@@ -148,21 +148,21 @@ func TestMatrix(t *testing.T) {
 			assert.Positive(t, res.Refused["under Strict, a partial listing"])
 			return res
 		}},
-		{"IPAM over CRI, journal, partial listings, schema bumps, corruption", func(t *testing.T) migratetest.Result {
+		{"IPAM over CRI, without the journal, partial listings, schema bumps, corruption", func(t *testing.T) migratetest.Result {
 			cfg := ipamConfig()
-			cfg.Journal, cfg.PartialListings, cfg.SchemaBumps, cfg.Corruption, cfg.NewBinaryInPhase0 = true, true, true, true, true
+			cfg.WithoutJournal, cfg.PartialListings, cfg.SchemaBumps, cfg.Corruption, cfg.NewBinaryInPhase0 = true, true, true, true, true
 			cfg.MaxLen, cfg.Seed = 4, 10
 			return migratetest.Matrix(t, cfg)
 		}},
-		{"registry, journal, schema bumps, corruption", func(t *testing.T) migratetest.Result {
+		{"registry, without the journal, schema bumps, corruption", func(t *testing.T) migratetest.Result {
 			cfg := registryConfig()
-			cfg.Journal, cfg.SchemaBumps, cfg.Corruption = true, true, true
+			cfg.WithoutJournal, cfg.SchemaBumps, cfg.Corruption = true, true, true
 			cfg.MaxLen, cfg.Seed = 4, 11
 			return migratetest.Matrix(t, cfg)
 		}},
-		{"volatile registry, journal", func(t *testing.T) migratetest.Result {
+		{"volatile registry, without the journal", func(t *testing.T) migratetest.Result {
 			cfg := volatileConfig()
-			cfg.Journal, cfg.MaxLen, cfg.Seed = true, 4, 12
+			cfg.WithoutJournal, cfg.MaxLen, cfg.Seed = true, 4, 12
 			return migratetest.Matrix(t, cfg)
 		}},
 		{"volatile registry", func(t *testing.T) migratetest.Result {

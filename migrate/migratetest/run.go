@@ -56,7 +56,7 @@ func newRun[K comparable, V any](cfg *Config[K, V], a adapters[K, V], seq []migr
 	// The world's handle on the file only reads, damages and restores its
 	// bytes; each binary opens the file with its own build's options.
 	r.w.disk = checkpoint.NewMemory[K, V]()
-	r.w.journal = cfg.Journal
+	r.w.whole = cfg.WithoutJournal
 	if cfg.Explicit {
 		r.w.exp = &Explicit[K, V]{}
 		r.w.imp = &r.w.exp.Implicit

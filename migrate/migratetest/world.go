@@ -19,11 +19,11 @@ import (
 // the checkpoint file, the legacy source, the boot, and what the world can
 // tell about them without asking the Store.
 type world[K comparable, V any] struct {
-	disk    *checkpoint.Memory[K, V] // the checkpoint file, surviving restarts
-	journal bool                     // every build opens it WithJournal (Config.Journal)
-	imp     *Implicit[K, V]
-	exp     *Explicit[K, V] // nil for a legacy that observes
-	boot    int
+	disk  *checkpoint.Memory[K, V] // the checkpoint file, surviving restarts
+	whole bool                     // every build opens it WithoutJournal (Config.WithoutJournal)
+	imp   *Implicit[K, V]
+	exp   *Explicit[K, V] // nil for a legacy that observes
+	boot  int
 
 	// hide is the identities the next restore's listing cannot read; set
 	// just before a start, consumed by the first List.
@@ -75,8 +75,8 @@ func (b build) options(bootID string) []checkpoint.Option {
 // options are the checkpoint options of build b in this world.
 func (w *world[K, V]) options(b build) []checkpoint.Option {
 	opts := b.options(w.bootID())
-	if w.journal {
-		opts = append(opts, checkpoint.WithJournal())
+	if w.whole {
+		opts = append(opts, checkpoint.WithoutJournal())
 	}
 	return opts
 }

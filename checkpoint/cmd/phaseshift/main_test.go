@@ -104,11 +104,12 @@ func run(t *testing.T, args ...string) result {
 
 // save writes each state in turn with checkpoint.File, as a daemon does,
 // into dir/state.json, and returns its path: the last state is the file,
-// the one before it .prev.
+// the one before it .prev. The File is opened WithoutJournal, so the file
+// has format 1 (the journal's tests write journaled files themselves).
 func save(t *testing.T, dir string, states ...map[key]value) string {
 	t.Helper()
 	path := filepath.Join(dir, "state.json")
-	f, err := checkpoint.Open[key, value](context.Background(), path, checkpoint.WithSchema(schema))
+	f, err := checkpoint.Open[key, value](context.Background(), path, checkpoint.WithSchema(schema), checkpoint.WithoutJournal())
 	require.NoError(t, err)
 	defer f.Close()
 	for _, s := range states {
