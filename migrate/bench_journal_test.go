@@ -12,103 +12,12 @@ import (
 	"github.com/phaseshift/phaseshift/migrate"
 )
 
-// The benchmarks of a Store whose checkpoint is opened WithJournal, with
-// their references in the same run, on the same disk:
+// The benchmark of a restore from a checkpoint whose journal is at its
+// compaction bound (the most a restore can meet), with its reference, a
+// restore of the same state compacted into the file, run in turn with it:
+// x-compacted is the first over the second.
 //
-//   - x-append: time per Put over the time of one fsync'd append of a
-//     small record to an open file (benchref.Appender), the floor of any
-//     durable mutation;
-//   - x-vs-ipamd: as in bench_test.go;
-//   - x-compacted: a restore from a file and a journal at its compaction
-//     bound over a restore of the same state compacted into the file.
-//
-// Run (the 100,000-entry Put needs enough commits to include the
-// compactions it pays for, one every few thousand):
-//
-//	go test -run '^$' -bench 'Journal' -benchtime 20000x -count 3 ./migrate | benchstat -
-
-// journalRecord is the size of the floor's record: about a journal record
-// of one Put of these entries (its JSON line and checksum).
-const journalRecord = 400
-
-func BenchmarkJournalPut(b *testing.B) {
-	for _, n := range []int{1000, 10000, 100000} {
-		b.Run(fmt.Sprintf("entries=%d/writers=1", n), func(b *testing.B) {
-			ctx := context.Background()
-			app, err := benchref.NewAppender(filepath.Join(b.TempDir(), "floor.log"), journalRecord)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer app.Close()
-			s, path := benchStore(b, n, checkpoint.WithJournal())
-			warm(b, s, n)
-			last := stat(b, path)
-			rewrites := 0
-			var ours, floor benchref.Clock
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if err := ours.Run(func() error { return s.Put(ctx, benchref.KeyOf(i%n), benchref.ValueOf(i%n, i)) }); err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				if err := floor.Run(app.Append); err != nil {
-					b.Fatal(err)
-				}
-				// A compaction replaces the file (by rename: a new inode).
-				if now := stat(b, path); !os.SameFile(now, last) {
-					rewrites++
-					last = now
-				}
-				b.StartTimer()
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(ours.Total)/float64(floor.Total), "x-append")
-			b.ReportMetric(float64(b.N)/ours.Total.Seconds(), "ops/s")
-			b.ReportMetric(float64(rewrites)/float64(b.N), "rewrites/op")
-		})
-	}
-}
-
-func stat(b *testing.B, path string) os.FileInfo {
-	b.Helper()
-	fi, err := os.Stat(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return fi
-}
-
-// BenchmarkJournalPutParallel is BenchmarkPut's many-writer case with the
-// checkpoint opened WithJournal: each group commit is one append.
-func BenchmarkJournalPutParallel(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
-		const w = 64
-		b.Run(fmt.Sprintf("entries=%d/writers=%d", n, w), func(b *testing.B) {
-			ctx := context.Background()
-			r := start(b, n, checkpoint.WithJournal())
-			put := func(i int) error { return r.s.Put(ctx, benchref.KeyOf(i%n), benchref.ValueOf(i%n, i)) }
-			k := min(max(b.N/(8*w), 3), 100)
-			around(b, &r.limit, r.ref.limit, k, func() {
-				around(b, &r.ipamd, r.ref.ipamd, k, func() {
-					if err := r.ours.Run(func() error { return parallel(w, b.N, put) }); err != nil {
-						b.Fatal(err)
-					}
-				})
-			})
-			// Not r.finish: under the journal the file's seq moves only
-			// when the journal is compacted, so it does not count saves.
-			b.StopTimer()
-			per := float64(r.ours.Total) / float64(b.N)
-			b.ReportMetric(float64(b.N)/r.ours.Total.Seconds(), "ops/s")
-			b.ReportMetric(float64(r.ipamd.PerCall())/per, "x-vs-ipamd")
-		})
-	}
-}
-
-// BenchmarkJournalAllocate is BenchmarkAllocate with the checkpoint opened
-// WithJournal: its 64-writer case is held to at least 20x the ipamd pattern.
-func BenchmarkJournalAllocate(b *testing.B) { benchmarkAllocate(b, checkpoint.WithJournal()) }
+// Run: go test -run '^$' -bench 'JournalRestore' -benchtime 30x -count 3 ./migrate | benchstat -
 
 // BenchmarkJournalRestore restores n entries, in phase 3, from a file
 // whose journal is at its compaction bound (the most a restore can meet),

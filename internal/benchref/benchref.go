@@ -1,20 +1,23 @@
 // Package benchref holds the references phaseshift's benchmarks are
-// measured against, in the same run, on the same disk: the floor of a
-// whole-file save (one durable atomic replace of bytes already encoded),
-// the floor of a durable mutation (one small fsync'd append, Appender), and
-// the pattern phaseshift replaces (ipamd's datastore checkpoint: one mutex,
-// every entry re-encoded and the file replaced at every mutation).
+// measured against, in the same run, on the same disk: the code
+// phaseshift replaces (JSONFile: the AWS VPC CNI's ipamd checkpoint, as
+// it is, and with the directory fsync it lacks), the floor of a whole-file
+// save (Replace: one durable atomic replace of bytes already encoded), and
+// the floor of a durable mutation (Appender: one small fsync'd append).
+// The third reference a user would pick instead, bbolt, lives in module
+// internal/bench, so that the library's own module does not require it.
 //
 // # Caveats
 //
-// Both references make the replace as durable as phaseshift does (fsync of
-// the file, rename, fsync of the directory). ipamd itself skips the
-// directory fsync, which makes it a little faster and not durable across a
-// power cut; comparing against that would flatter the pattern.
+// JSONFile does what ipamd does and nothing more; in particular it does
+// not fsync the directory, so its replace is atomic but not durable
+// across a power cut. NewDurableJSONFile adds that step, which every
+// durable whole-file replace (phaseshift's included) pays.
 package benchref
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -55,63 +58,125 @@ func Replace(path string, data []byte) error {
 	return d.Sync()
 }
 
-// Ipamd is the checkpoint pattern of ipamd's datastore: state in a map
-// under one mutex, and at every mutation the whole state encoded as one
-// JSON document and the file atomically replaced, while the mutex is held.
+// JSONFile is the AWS VPC CNI's checkpoint as ipamd keeps it, reimplemented
+// from its source: amazon-vpc-cni-k8s v1.23.2, pkg/ipamd/datastore,
+// JSONFile.Checkpoint (checkpoint.go), called by
+// DataStore.writeBackingStoreUnsafe (data_store.go) after every mutation,
+// under the datastore's one lock. (checkpoint.go is unchanged from commit
+// a1ac235, 2023-09, through the v1.23.x releases; read at the release
+// commit of v1.23.1, b52188387.) At every mutation, with the mutex held:
+// every entry copied into a slice, the whole document encoded with
+// json.NewEncoder(f).Encode into a new temporary file in the same
+// directory (os.CreateTemp, base+".tmp*"), the file fsynced, and renamed
+// over path. Nothing more: the directory is not fsynced (so the rename may
+// not survive a power cut), and the temporary file is never closed (its
+// descriptor is left to the garbage collector's finalizer).
+//
+// NewDurableJSONFile adds the one step JSONFile lacks to make the replace
+// durable, the fsync of the directory after the rename: the floor of any
+// checkpoint that rewrites the whole state at every mutation.
+//
 // Its cost grows with the number of entries and does not shrink with
-// concurrency.
-type Ipamd[K comparable, V any] struct {
-	path string
+// concurrency. All methods are safe for concurrent use.
+type JSONFile[K comparable, V any] struct {
+	path    string
+	syncDir bool
 
-	mu      sync.Mutex // guards entries and serialises every checkpoint
+	mu      sync.Mutex // guards entries and leaked and serialises every checkpoint
 	entries map[K]V
+	leaked  []*os.File // the temporary files ipamd leaves open; see CloseLeaked
 }
 
-type ipamdEntry[K comparable, V any] struct {
+// jsonFileEntry and jsonFileDoc are ipamd's CheckpointEntry and
+// CheckpointData with the benchmarks' keys and values.
+type jsonFileEntry[K comparable, V any] struct {
 	Key   K `json:"key"`
 	Value V `json:"value"`
 }
 
-type ipamdFile[K comparable, V any] struct {
-	Version     string             `json:"version"`
-	Allocations []ipamdEntry[K, V] `json:"allocations"`
+type jsonFileDoc[K comparable, V any] struct {
+	Version     string                `json:"version"`
+	Allocations []jsonFileEntry[K, V] `json:"allocations"`
 }
 
-// NewIpamd returns the pattern over path, holding entries (copied).
-func NewIpamd[K comparable, V any](path string, entries map[K]V) *Ipamd[K, V] {
-	m := make(map[K]V, len(entries))
-	for k, v := range entries {
-		m[k] = v
-	}
-	return &Ipamd[K, V]{path: path, entries: m}
+// NewJSONFile returns ipamd's checkpoint over path, holding entries
+// (copied). Nothing is written until the first mutation.
+func NewJSONFile[K comparable, V any](path string, entries map[K]V) *JSONFile[K, V] {
+	return &JSONFile[K, V]{path: path, entries: maps.Clone(entries)}
+}
+
+// NewDurableJSONFile is NewJSONFile plus an fsync of the directory after
+// every rename.
+func NewDurableJSONFile[K comparable, V any](path string, entries map[K]V) *JSONFile[K, V] {
+	f := NewJSONFile(path, entries)
+	f.syncDir = true
+	return f
 }
 
 // Put stores v under k and checkpoints everything.
-func (p *Ipamd[K, V]) Put(k K, v V) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.entries[k] = v
-	return p.checkpoint()
+func (p *JSONFile[K, V]) Put(k K, v V) error {
+	return p.Update(func(m map[K]V) error { m[k] = v; return nil })
 }
 
 // Delete removes k and checkpoints everything.
-func (p *Ipamd[K, V]) Delete(k K) error {
+func (p *JSONFile[K, V]) Delete(k K) error {
+	return p.Update(func(m map[K]V) error { delete(m, k); return nil })
+}
+
+// Update runs fn on the entries and checkpoints everything, with the mutex
+// held throughout, as ipamd's datastore does for an allocation.
+func (p *JSONFile[K, V]) Update(fn func(map[K]V) error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.entries, k)
+	if err := fn(p.entries); err != nil {
+		return err
+	}
 	return p.checkpoint()
 }
 
-func (p *Ipamd[K, V]) checkpoint() error {
-	doc := ipamdFile[K, V]{Version: "vpc-cni-ipam/1", Allocations: make([]ipamdEntry[K, V], 0, len(p.entries))}
-	for k, v := range p.entries {
-		doc.Allocations = append(doc.Allocations, ipamdEntry[K, V]{k, v})
+// CloseLeaked closes the temporary files the checkpoints left open, for a
+// benchmark to call outside its timing: ipamd never closes them, and a
+// long benchmark would run out of descriptors before a finalizer ran.
+func (p *JSONFile[K, V]) CloseLeaked() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range p.leaked {
+		f.Close()
 	}
-	data, err := json.Marshal(&doc)
+	p.leaked = p.leaked[:0]
+}
+
+func (p *JSONFile[K, V]) checkpoint() error {
+	doc := jsonFileDoc[K, V]{Version: "vpc-cni-ipam/1", Allocations: make([]jsonFileEntry[K, V], 0, len(p.entries))}
+	for k, v := range p.entries {
+		doc.Allocations = append(doc.Allocations, jsonFileEntry[K, V]{k, v})
+	}
+	f, err := os.CreateTemp(filepath.Dir(p.path), filepath.Base(p.path)+".tmp*")
 	if err != nil {
 		return err
 	}
-	return Replace(p.path, data)
+	p.leaked = append(p.leaked, f)
+	if err := json.NewEncoder(f).Encode(&doc); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), p.path); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if !p.syncDir {
+		return nil
+	}
+	d, err := os.Open(filepath.Dir(p.path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // Unmarshal decodes a checkpoint file's entries with a bare json.Unmarshal

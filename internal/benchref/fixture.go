@@ -2,6 +2,8 @@ package benchref
 
 import (
 	"fmt"
+	"iter"
+	"math/bits"
 	"net/netip"
 	"time"
 
@@ -37,6 +39,29 @@ func Entries(n int) map[Key]Alloc {
 		m[KeyOf(i)] = ValueOf(i, 0)
 	}
 	return m
+}
+
+// LowestFree returns the lowest address of 10.0.0.0/16 that no value of
+// all holds: the work of an allocation, as every benchmark makes it (a
+// bitmap of the /16, and a scan of every entry).
+func LowestFree(all iter.Seq2[Key, Alloc]) netip.Addr {
+	var used [1 << 16 / 64]uint64
+	for _, v := range all {
+		for _, ip := range v.IPs {
+			if a := ip.As4(); a[0] == 10 && a[1] == 0 {
+				i := int(a[2])<<8 | int(a[3])
+				used[i/64] |= 1 << (i % 64)
+			}
+		}
+	}
+	free := 0
+	for w, word := range used {
+		if word != ^uint64(0) {
+			free = w*64 + bits.TrailingZeros64(^word)
+			break
+		}
+	}
+	return netip.AddrFrom4([4]byte{10, 0, byte(free >> 8), byte(free)})
 }
 
 // Clock adds up the time of the calls it runs: a benchmark runs its own
