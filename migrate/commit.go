@@ -240,6 +240,7 @@ func (s *Store[K, V]) apply(ov *overlay[K, V]) {
 		if old, had := st.lookup(id); had {
 			delete(st.vals, old)
 			delete(st.origin, old)
+			st.list.remove(old)
 		}
 		if !sl.present {
 			if st.ids != nil {
@@ -248,6 +249,7 @@ func (s *Store[K, V]) apply(ov *overlay[K, V]) {
 			continue
 		}
 		st.vals[sl.key] = sl.val
+		st.list.put(sl.key, sl.val)
 		if st.ids != nil {
 			st.ids[id] = sl.key
 		}

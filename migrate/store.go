@@ -97,6 +97,9 @@ type state[K comparable, V any] struct {
 	ids    map[K]K      // Match(key) -> stored key; nil without Match
 	origin map[K]Origin // stored key -> origin, for entries whose origin is not def
 	def    Origin       // origin of entries not in origin
+	// list is vals as a slice, for Tx.All (see tx.go): built by the first
+	// Tx.All over this state, kept in step by apply. Guarded by token.
+	list *entryList[K, V]
 }
 
 // New checks cfg and returns a Store that serves nothing until Restore.

@@ -24,6 +24,9 @@ type Tx[K comparable, V any] struct {
 	ops  []op[K, V]
 	at   map[K]int // identity -> index in ops
 	over bool      // the function returned: the Tx may no longer be used
+	// mark is this Tx's mark in the state's entry list, once All has
+	// run: the committed entries the batch or the Tx changed carry it.
+	mark uint32
 }
 
 func (tx *Tx[K, V]) check() {
@@ -58,25 +61,15 @@ func (tx *Tx[K, V]) All() iter.Seq2[K, V] {
 	tx.check()
 	return func(yield func(K, V) bool) {
 		tx.check()
-		// The stored keys whose entries the batch or the Tx changed, in
-		// one set, so that the common entry costs one lookup (none when
-		// nothing changed yet).
-		skip := make(map[K]struct{}, len(tx.ov.changed)+len(tx.at))
-		for id := range tx.ov.changed {
-			if k, ok := tx.ov.st.lookup(id); ok {
-				skip[k] = struct{}{}
-			}
-		}
-		for id := range tx.at {
-			if k, ok := tx.ov.st.lookup(id); ok {
-				skip[k] = struct{}{}
-			}
-		}
-		for k, v := range tx.ov.st.vals {
-			if _, changed := skip[k]; changed {
+		// The committed entries, less those the batch or the Tx changed:
+		// a walk over a slice, skipping the entries that carry this Tx's
+		// mark, which set puts on an entry the loop has not reached yet.
+		list := tx.marked()
+		for i := 0; i < len(list.keys); i++ {
+			if list.marks[i] == tx.mark {
 				continue
 			}
-			if !yield(k, v) {
+			if !yield(list.keys[i], list.vals[i]) {
 				return
 			}
 		}
@@ -93,6 +86,33 @@ func (tx *Tx[K, V]) All() iter.Seq2[K, V] {
 	}
 }
 
+// marked returns the state's entry list with this Tx's mark on every
+// committed entry the batch or the Tx has changed, giving the Tx a mark
+// at its first All.
+func (tx *Tx[K, V]) marked() *entryList[K, V] {
+	st := tx.ov.st
+	list := st.entries()
+	if tx.mark != 0 {
+		return list
+	}
+	tx.mark = list.newMark()
+	for id := range tx.ov.changed {
+		tx.markEntry(id)
+	}
+	for id := range tx.at {
+		tx.markEntry(id)
+	}
+	return list
+}
+
+// markEntry puts this Tx's mark on the committed entry of identity id, if
+// there is one.
+func (tx *Tx[K, V]) markEntry(id K) {
+	if k, ok := tx.ov.st.lookup(id); ok {
+		tx.ov.st.list.mark(k, tx.mark)
+	}
+}
+
 // Put stores value under key when the transaction commits.
 func (tx *Tx[K, V]) Put(key K, value V) { tx.set(op[K, V]{key: key, val: value}) }
 
@@ -105,6 +125,9 @@ func (tx *Tx[K, V]) set(o op[K, V]) {
 	if i, ok := tx.at[o.id]; ok {
 		tx.ops[i] = o
 		return
+	}
+	if tx.mark != 0 {
+		tx.markEntry(o.id) // an All may not have reached it yet
 	}
 	if tx.at == nil {
 		tx.at = make(map[K]int)

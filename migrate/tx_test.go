@@ -258,6 +258,69 @@ func TestTxIsOnlyForItsFunction(t *testing.T) {
 	require.Error(t, s.Update(context.Background(), nil))
 }
 
+// TestTxAllSeesChangesAheadOfTheLoop attacks Tx.All's promise that "an
+// entry it deletes or replaces that the loop has not reached yet is seen as
+// changed": on its first entry, the loop deletes half of the others and
+// replaces the rest; every entry it reaches afterwards must be a replaced
+// one, with its new value, and none of the deleted ones; and a second All
+// nested in the loop must not see the deleted ones either.
+//
+// How it failed before the fix: All settled what to skip before the loop
+// began, so the loop reached deleted entries ("saw 7=7, which the loop
+// deleted") and old values of replaced ones.
+func TestTxAllSeesChangesAheadOfTheLoop(t *testing.T) {
+	ctx := context.Background()
+	start := map[string]int{}
+	for i := range 50 {
+		start[fmt.Sprint(i)] = i
+	}
+	_, s := restored(t, migrate.PhaseContract, false, start)
+	require.NoError(t, s.Put(ctx, "0", 100), "a write before, so the Tx also sees a committed change")
+	check := func(tx *migrate.Tx[string, int], nested bool) error {
+		var first string
+		changed := map[string]int{} // key -> new value, -1 if deleted
+		for k, v := range tx.All() {
+			if first == "" {
+				first = k
+				i := 0
+				for other := range start {
+					if other == first {
+						continue
+					}
+					if i++; i%2 == 0 {
+						tx.Delete(other)
+						changed[other] = -1
+					} else {
+						tx.Put(other, 1000+i)
+						changed[other] = 1000 + i
+					}
+				}
+				if nested {
+					for k2 := range tx.All() {
+						if changed[k2] == -1 {
+							return fmt.Errorf("the nested loop saw %s, which the loop deleted", k2)
+						}
+					}
+				}
+				continue
+			}
+			switch want, ok := changed[k]; {
+			case !ok:
+				return fmt.Errorf("saw %s=%d, which the loop neither replaced nor deleted", k, v)
+			case want == -1:
+				return fmt.Errorf("saw %s=%d, which the loop deleted", k, v)
+			case v != want:
+				return fmt.Errorf("saw %s=%d, which the loop replaced with %d", k, v, want)
+			}
+		}
+		return errors.New("rolled back: the test changes nothing")
+	}
+	for _, nested := range []bool{false, true} {
+		err := s.Update(ctx, func(tx *migrate.Tx[string, int]) error { return check(tx, nested) })
+		require.EqualError(t, err, "rolled back: the test changes nothing", "nested: %v", nested)
+	}
+}
+
 // TestDeleteFunc removes what the predicate selects, from every side the
 // phase writes, in one commit, and returns the stored keys.
 func TestDeleteFunc(t *testing.T) {
