@@ -112,7 +112,7 @@ func TestEntriesUndo(t *testing.T) {
 func snapshotEntries(e entries[int], n int) map[int]string {
 	m := map[int]string{}
 	for k := 0; k < n; k++ {
-		if i, _, ok := e.find(k); ok {
+		if i, _, ok := e.find(k, nil); ok {
 			m[k] = string(e.lines[i])
 		}
 	}
@@ -131,7 +131,7 @@ func checkIndex(t *testing.T, e entries[int], n int) {
 	require.Equal(t, len(e.lines)-nonNil, e.dead, "dead counts the tombstones")
 	found := 0
 	for k := 0; k < n; k++ {
-		if i, _, ok := e.find(k); ok {
+		if i, _, ok := e.find(k, nil); ok {
 			found++
 			lk, ok := e.key(e.lines[i])
 			require.True(t, ok)
@@ -208,4 +208,37 @@ func TestDecodeRangeStaysInStep(t *testing.T) {
 	require.Len(t, sh.unknown, 1)
 	assert.Equal(t, 7, sh.unknown[0].Index)
 	assert.Contains(t, sh.unknown[0].Error(), `field "m"`)
+}
+
+// TestSameKey: a put finds the line of its key by comparing the key's
+// bytes when they are the same, and only then; a ,"value": inside the key
+// (in a string, or as a field of a struct key) is not taken for the key's
+// end, and a key spelled otherwise (by another encoder) is left to the
+// decode.
+func TestSameKey(t *testing.T) {
+	line := func(key, value string) []byte { return []byte(entryPrefix + key + entryMiddle + value + "}") }
+	for _, tc := range []struct {
+		name string
+		a, b []byte
+		want bool
+		end  int // keyJSONEnd(b) - len(entryPrefix); -1: not a line
+	}{
+		{"same string key", line(`"a"`, `1`), line(`"a"`, `2`), true, 3},
+		{"another key", line(`"a"`, `1`), line(`"b"`, `1`), false, 3},
+		{"a key that is a prefix of the other", line(`"ab"`, `1`), line(`"a"`, `1`), false, 3},
+		{"value separator in a string", line(`"x,\"value\":y"`, `1`), line(`"x,\"value\":y"`, `2`), true, 15},
+		{"struct key with a field named value", line(`{"a":1,"value":2}`, `1`), line(`{"a":1,"value":2}`, `3`), true, 17},
+		{"nested", line(`{"a":[1,{"b":"]}"}],"c":"\\\""}`, `1`), line(`{"a":[1,{"b":"]}"}],"c":"\\\""}`, `1`), true, 31},
+		{"the same key spelled otherwise", line(`"a"`, `1`), line(`"\u0061"`, `1`), false, 8},
+		{"not a line", line(`"a"`, `1`), []byte(`{"k":"a"}`), false, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, sameKey(tc.a, tc.b))
+			want := 0
+			if tc.end >= 0 {
+				want = len(entryPrefix) + tc.end
+			}
+			assert.Equal(t, want, keyJSONEnd(tc.b))
+		})
+	}
 }

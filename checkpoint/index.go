@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"encoding/json"
 	"hash/maphash"
 )
@@ -45,8 +46,10 @@ func lineKey[K comparable](line []byte) (K, bool) {
 	return e.Key, err == nil
 }
 
-// find returns where k's line is.
-func (e *entries[K]) find(k K) (i int32, inExact, ok bool) {
+// find returns where k's line is. line, if not nil, is a line this
+// package encoded for k, whose key's bytes, when the line found holds the
+// same, spare the decode of its key.
+func (e *entries[K]) find(k K, line []byte) (i int32, inExact, ok bool) {
 	if e.exact != nil {
 		if i, ok := e.exact[k]; ok {
 			return i, true, true
@@ -56,10 +59,52 @@ func (e *entries[K]) find(k K) (i int32, inExact, ok bool) {
 	if !ok {
 		return 0, false, false
 	}
+	if line != nil && sameKey(e.lines[i], line) {
+		return i, false, true
+	}
 	if lk, ok := e.key(e.lines[i]); !ok || lk != k {
 		return 0, false, false // another key with the same hash
 	}
 	return i, false, true
+}
+
+// sameKey reports whether the entry line a holds the key JSON of line b,
+// byte for byte. b's key is one encodeEntry checked to read back as
+// itself, so the same bytes in a decode to the same key; different bytes
+// prove nothing (a line written by another encoder may spell the same key
+// otherwise), and the caller decodes instead.
+func sameKey(a, b []byte) bool {
+	n := keyJSONEnd(b)
+	return n > 0 && len(a) > n && bytes.Equal(a[:n], b[:n]) && bytes.HasPrefix(a[n:], []byte(entryMiddle))
+}
+
+// keyJSONEnd returns where the key's JSON ends in an entry line (the
+// offset of the entryMiddle that follows it), or 0 if the line is not one.
+// It tracks strings and nesting, so that a ,"value": inside the key (a
+// field of a struct key named value) is not taken for the end.
+func keyJSONEnd(line []byte) int {
+	if !bytes.HasPrefix(line, []byte(entryPrefix)) {
+		return 0
+	}
+	depth, inString, escaped := 0, false, false
+	for i := len(entryPrefix); i < len(line); i++ {
+		c := line[i]
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			escaped, inString = c == '\\', c != '"'
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+		case c == ',' && depth == 0:
+			return i
+		}
+	}
+	return 0
 }
 
 // insert records that k's line is at i.
@@ -101,7 +146,7 @@ const (
 
 // put stores raw under k and records how to undo it.
 func (e *entries[K]) put(k K, raw []byte, log []undoStep[K]) []undoStep[K] {
-	if i, _, ok := e.find(k); ok {
+	if i, _, ok := e.find(k, raw); ok {
 		log = append(log, undoStep[K]{kind: undoRestore, i: i, raw: e.lines[i]})
 		e.lines[i] = raw
 		return log
@@ -113,7 +158,7 @@ func (e *entries[K]) put(k K, raw []byte, log []undoStep[K]) []undoStep[K] {
 
 // del removes k and records how to undo it.
 func (e *entries[K]) del(k K, log []undoStep[K]) []undoStep[K] {
-	i, inExact, ok := e.find(k)
+	i, inExact, ok := e.find(k, nil)
 	if !ok {
 		return log
 	}
