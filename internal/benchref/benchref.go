@@ -62,9 +62,10 @@ func Replace(path string, data []byte) error {
 // from its source: amazon-vpc-cni-k8s v1.23.2, pkg/ipamd/datastore,
 // JSONFile.Checkpoint (checkpoint.go), called by
 // DataStore.writeBackingStoreUnsafe (data_store.go) after every mutation,
-// under the datastore's one lock. (checkpoint.go is unchanged from commit
-// a1ac235, 2023-09, through the v1.23.x releases; read at the release
-// commit of v1.23.1, b52188387.) At every mutation, with the mutex held:
+// under the datastore's one lock. (Read at b52188387, the release commit of
+// v1.23.1, the newest snapshot at hand, where checkpoint.go is unchanged
+// since a1ac235, 2023-09; v1.23.2 was cut from master after it.) At every
+// mutation, with the mutex held:
 // every entry copied into a slice, the whole document encoded with
 // json.NewEncoder(f).Encode into a new temporary file in the same
 // directory (os.CreateTemp, base+".tmp*"), the file fsynced, and renamed
