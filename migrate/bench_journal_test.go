@@ -23,7 +23,7 @@ import (
 // whose journal is at its compaction bound (the most a restore can meet),
 // and, in turn, the same state from one compacted file.
 func BenchmarkJournalRestore(b *testing.B) {
-	for _, n := range []int{10000, 100000} {
+	for _, n := range []int{1000, 10000, 100000} {
 		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
 			ctx := context.Background()
 			journaled, compacted, ratio := journalAtBound(b, n)
