@@ -39,6 +39,10 @@ type slot[K comparable, V any] struct {
 type overlay[K comparable, V any] struct {
 	st      *state[K, V]
 	changed map[K]slot[K, V]
+	// mark is the batch's mark in the state's entry list once a Tx.All
+	// has run in it (0 before): every committed entry in changed carries
+	// it, for Tx.All to skip (see tx.go).
+	mark uint64
 }
 
 // lookup finds the entry of identity id.
@@ -74,11 +78,22 @@ func (s *Store[K, V]) resolve(ov *overlay[K, V], ops []op[K, V]) []plan[K, V] {
 // put records plans in the overlay.
 func (ov *overlay[K, V]) put(plans []plan[K, V]) {
 	for _, p := range plans {
+		if ov.mark != 0 {
+			ov.markEntry(p.op.id, ov.mark)
+		}
 		if p.op.del {
 			ov.changed[p.op.id] = slot[K, V]{}
 			continue
 		}
 		ov.changed[p.op.id] = slot[K, V]{key: p.op.key, val: p.op.val, present: true}
+	}
+}
+
+// markEntry puts mark m on the committed entry of identity id in the
+// state's entry list, if there is one.
+func (ov *overlay[K, V]) markEntry(id K, m uint64) {
+	if k, ok := ov.st.lookup(id); ok {
+		ov.st.list.mark(k, m)
 	}
 }
 

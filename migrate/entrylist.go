@@ -10,9 +10,9 @@ package migrate
 type entryList[K comparable, V any] struct {
 	keys  []K
 	vals  []V
-	marks []uint32
+	marks []uint64
 	at    map[K]int // stored key -> index
-	last  uint32    // the last mark handed out
+	last  uint64    // the last mark handed out; 64 bits never wrap
 }
 
 // entries returns the state's entry list, building it on first use.
@@ -21,7 +21,7 @@ func (st *state[K, V]) entries() *entryList[K, V] {
 		return st.list
 	}
 	n := len(st.vals)
-	l := &entryList[K, V]{keys: make([]K, 0, n), vals: make([]V, 0, n), marks: make([]uint32, n), at: make(map[K]int, n)}
+	l := &entryList[K, V]{keys: make([]K, 0, n), vals: make([]V, 0, n), marks: make([]uint64, n), at: make(map[K]int, n)}
 	for k, v := range st.vals {
 		l.at[k] = len(l.keys)
 		l.keys = append(l.keys, k)
@@ -32,18 +32,21 @@ func (st *state[K, V]) entries() *entryList[K, V] {
 }
 
 // newMark returns a mark no entry carries.
-func (l *entryList[K, V]) newMark() uint32 {
+func (l *entryList[K, V]) newMark() uint64 {
 	l.last++
-	if l.last == 0 { // wrapped: every old mark must go
-		clear(l.marks)
-		l.last = 1
-	}
 	return l.last
 }
 
 // mark puts m on k's entry.
-func (l *entryList[K, V]) mark(k K, m uint32) {
+func (l *entryList[K, V]) mark(k K, m uint64) {
 	if i, ok := l.at[k]; ok {
+		l.marks[i] = m
+	}
+}
+
+// markUnless puts m on k's entry unless it carries keep.
+func (l *entryList[K, V]) markUnless(k K, m, keep uint64) {
+	if i, ok := l.at[k]; ok && l.marks[i] != keep {
 		l.marks[i] = m
 	}
 }

@@ -25,8 +25,9 @@ type Tx[K comparable, V any] struct {
 	at   map[K]int // identity -> index in ops
 	over bool      // the function returned: the Tx may no longer be used
 	// mark is this Tx's mark in the state's entry list, once All has
-	// run: the committed entries the batch or the Tx changed carry it.
-	mark uint32
+	// run: the committed entries the Tx changed carry it, or the batch's
+	// (overlay.mark).
+	mark uint64
 }
 
 func (tx *Tx[K, V]) check() {
@@ -62,11 +63,12 @@ func (tx *Tx[K, V]) All() iter.Seq2[K, V] {
 	return func(yield func(K, V) bool) {
 		tx.check()
 		// The committed entries, less those the batch or the Tx changed:
-		// a walk over a slice, skipping the entries that carry this Tx's
-		// mark, which set puts on an entry the loop has not reached yet.
+		// a walk over a slice, skipping the entries that carry the batch's
+		// mark or this Tx's, which set puts on an entry the loop has not
+		// reached yet.
 		list := tx.marked()
 		for i := 0; i < len(list.keys); i++ {
-			if list.marks[i] == tx.mark {
+			if m := list.marks[i]; m == tx.mark || m == tx.ov.mark {
 				continue
 			}
 			if !yield(list.keys[i], list.vals[i]) {
@@ -86,30 +88,34 @@ func (tx *Tx[K, V]) All() iter.Seq2[K, V] {
 	}
 }
 
-// marked returns the state's entry list with this Tx's mark on every
-// committed entry the batch or the Tx has changed, giving the Tx a mark
-// at its first All.
+// marked returns the state's entry list with the batch's mark on every
+// committed entry the batch has changed (marked once per batch, at its
+// first All, then by overlay.put) and this Tx's on those the Tx has
+// changed, giving the Tx a mark at its first All.
 func (tx *Tx[K, V]) marked() *entryList[K, V] {
-	st := tx.ov.st
-	list := st.entries()
-	if tx.mark != 0 {
-		return list
+	ov := tx.ov
+	list := ov.st.entries()
+	if ov.mark == 0 {
+		ov.mark = list.newMark()
+		for id := range ov.changed {
+			ov.markEntry(id, ov.mark)
+		}
 	}
-	tx.mark = list.newMark()
-	for id := range tx.ov.changed {
-		tx.markEntry(id)
-	}
-	for id := range tx.at {
-		tx.markEntry(id)
+	if tx.mark == 0 {
+		tx.mark = list.newMark()
+		for id := range tx.at {
+			tx.markEntry(id)
+		}
 	}
 	return list
 }
 
 // markEntry puts this Tx's mark on the committed entry of identity id, if
-// there is one.
+// there is one and the batch's mark is not on it already: that one stays
+// for the Txs after this one in the batch.
 func (tx *Tx[K, V]) markEntry(id K) {
 	if k, ok := tx.ov.st.lookup(id); ok {
-		tx.ov.st.list.mark(k, tx.mark)
+		tx.ov.st.list.markUnless(k, tx.mark, tx.ov.mark)
 	}
 }
 

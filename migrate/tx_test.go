@@ -321,6 +321,60 @@ func TestTxAllSeesChangesAheadOfTheLoop(t *testing.T) {
 	}
 }
 
+// TestTxAllInABatch: in one group commit, an Update's All does not see an
+// entry an Update before it deleted, even after a failed Update between
+// them put it again, and does see, as committed, an entry that the failed
+// Update changed.
+func TestTxAllInABatch(t *testing.T) {
+	ctx := context.Background()
+	h := newHeldStore(t, map[string]int{"a": 1, "b": 2, "c": 3})
+	wait := h.hold(t)
+	stop := errors.New("changed my mind")
+	var started sync.WaitGroup
+	results := make(chan error, 3)
+	write := func(fn func(tx *migrate.Tx[string, int]) error) {
+		started.Add(1)
+		go func() {
+			started.Done()
+			results <- h.s.Update(ctx, fn)
+		}()
+		queued(t, &started)
+	}
+	write(func(tx *migrate.Tx[string, int]) error {
+		for k := range tx.All() {
+			if k == "c" {
+				tx.Delete("a") // ahead of the loop, or behind it
+			}
+		}
+		return nil
+	})
+	write(func(tx *migrate.Tx[string, int]) error {
+		for range tx.All() {
+			tx.Put("a", -1) // which the batch deleted
+			tx.Put("b", -1)
+		}
+		return stop
+	})
+	write(func(tx *migrate.Tx[string, int]) error {
+		seen := map[string]int{}
+		for k, v := range tx.All() {
+			seen[k] = v
+		}
+		if want := map[string]int{"b": 2, "c": 3, "holder": 0}; fmt.Sprint(seen) != fmt.Sprint(want) {
+			return fmt.Errorf("the Tx sees %v, want %v", seen, want)
+		}
+		return nil
+	})
+	close(h.slow.release)
+	wait()
+	var errs []error
+	for range 3 {
+		errs = append(errs, <-results)
+	}
+	assert.ElementsMatch(t, []error{nil, stop, nil}, errs)
+	assert.Equal(t, map[string]int{"b": 2, "c": 3, "holder": 0}, collect(h.s))
+}
+
 // TestDeleteFunc removes what the predicate selects, from every side the
 // phase writes, in one commit, and returns the stored keys.
 func TestDeleteFunc(t *testing.T) {
