@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/netip"
 	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +45,12 @@ import (
 // Reproduce (the figures of the README):
 //
 //	go test -run '^$' -bench . -count 5 ./internal/bench | tee bench.txt; benchstat bench.txt
+//
+// Profile phaseshift's side alone (its goroutines carry the label
+// side=phaseshift, the references' their own names):
+//
+//	go test -run '^$' -bench 'Allocate/entries=1000/writers=64$' -cpuprofile cpu.prof ./internal/bench
+//	go tool pprof -tagfocus side=phaseshift -top cpu.prof
 
 type (
 	bkey = benchref.Key
@@ -59,10 +66,15 @@ type side struct {
 	ops   int
 }
 
-// run times n writes, from the from-th on, spread over w goroutines.
+// run times n writes, from the from-th on, spread over w goroutines, which
+// carry the profiler label side=<name>: go tool pprof -tagfocus
+// side=phaseshift shows where phaseshift's own time goes.
 func (s *side) run(w, n, from int) error {
 	start := time.Now()
-	err := parallel(w, n, func(i int) error { return s.op(from + i) })
+	var err error
+	pprof.Do(context.Background(), pprof.Labels("side", s.name), func(context.Context) {
+		err = parallel(w, n, func(i int) error { return s.op(from + i) })
+	})
 	s.total += time.Since(start)
 	s.ops += n
 	if s.after != nil {
