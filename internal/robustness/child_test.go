@@ -28,7 +28,7 @@ const (
 	envSeed     = "PHASESHIFT_ROBUSTNESS_SEED"
 	envWorkers  = "PHASESHIFT_ROBUSTNESS_WORKERS"
 	envLockWait = "PHASESHIFT_ROBUSTNESS_LOCK_WAIT"
-	envJournal  = "PHASESHIFT_ROBUSTNESS_JOURNAL" // "1": the checkpoint is opened WithJournal
+	envJournal  = "PHASESHIFT_ROBUSTNESS_JOURNAL" // "1": the checkpoint is opened WithJournal; otherwise WithoutJournal
 )
 
 // Exit codes of the writer child.
@@ -174,9 +174,11 @@ func writerChild() int {
 	}
 
 	// The checkpoint's lock first: it decides who owns the node's state.
-	var opts []checkpoint.Option
+	// Without "+journal", the modes keep to the whole-file protocol:
+	// every commit replaces the file.
+	opts := []checkpoint.Option{checkpoint.WithoutJournal()}
 	if os.Getenv(envJournal) == "1" {
-		opts = append(opts, checkpoint.WithJournal())
+		opts = []checkpoint.Option{checkpoint.WithJournal()}
 	}
 	cp, err := checkpoint.Open[string, string](lockCtx, statePath(dir), opts...)
 	if errors.Is(err, checkpoint.ErrLocked) {

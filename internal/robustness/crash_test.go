@@ -62,8 +62,9 @@ func crashSeed(t *testing.T) uint64 {
 //
 // Phases 1, 2 and 3 each run alone, and "rolling" moves between them at
 // random (1↔2↔3, a step at a time), so that restores after upgrades and
-// downgrades are killed too (phase 2 after 3 heals the stale legacy). The
-// "+journal" modes do the same with the checkpoint opened WithJournal, so
+// downgrades are killed too (phase 2 after 3 heals the stale legacy), with
+// the checkpoint opened WithoutJournal, so that every commit replaces the
+// file. The "+journal" modes do the same with the journal (the default), so
 // that kills land during appends, compactions and replays.
 //
 // How I checked that it has teeth (each breakage made locally, seen to
@@ -96,8 +97,9 @@ func TestKillWriter(t *testing.T) {
 		}
 	}
 	seed := crashSeed(t)
-	// The "+journal" modes open the checkpoint WithJournal: commits append
-	// to its journal, which every few hundred commits is compacted.
+	// The "+journal" modes open the checkpoint WithJournal (the default):
+	// commits append to its journal, which every few hundred commits is
+	// compacted; the others WithoutJournal.
 	modes := []string{"phase1", "phase2", "phase3", "rolling", "phase3+journal", "rolling+journal"}
 	for mi, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
@@ -226,7 +228,7 @@ func countOwners(t *testing.T, cs ...*child) int {
 type harness struct {
 	dir     string
 	seed    uint64
-	journal bool // children open the checkpoint WithJournal
+	journal bool // children open the checkpoint WithJournal, or WithoutJournal
 
 	state   map[string]string // served by the last restore, with the acknowledged writes since
 	pending []workOp          // writes in flight at the last kill after a restore
