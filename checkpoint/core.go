@@ -307,10 +307,10 @@ func (c *core[K, V]) commit(ctx context.Context, m Meta, changes []Change[K, V])
 
 // persist makes the changes the commit applied to c.ents durable: by an
 // append to the journal when it may (see journal.go), otherwise, and when
-// the journal asks for it, by writing the whole file. The caller holds
-// c.mu.
+// the journal asks for it, by writing the whole file. WithoutJournal, a
+// commit goes straight to write. The caller holds c.mu.
 func (c *core[K, V]) persist(m Meta) error {
-	if c.appendable() {
+	if c.cfg.journal && c.appendable() {
 		if appended, err := c.appendCommit(m); appended || err != nil {
 			return err
 		}
