@@ -99,7 +99,7 @@ func (c *core[K, V]) journalMeta(m *Meta) {
 		case rec.base != file || rec.seq != next:
 			return
 		}
-		m.Phase, m.Writer, m.BootID, m.SavedAt, m.Seq = rec.meta.Phase, rec.meta.Writer, rec.meta.BootID, rec.meta.SavedAt, rec.seq
+		m.Phase, m.Writer, m.BootID, m.Behind, m.SavedAt, m.Seq = rec.meta.Phase, rec.meta.Writer, rec.meta.BootID, rec.meta.Behind, rec.meta.SavedAt, rec.seq
 		next++
 	}
 }

@@ -45,8 +45,8 @@ var (
 	ErrBadEntry = errors.New("checkpoint entry cannot be read")
 )
 
-// This error is returned by Open and Memory.Reopen: a configuration
-// mistake.
+// These errors are returned by Open and Memory.Reopen: configuration
+// mistakes.
 var (
 	// ErrInvalidOption is returned by Open and Memory.Reopen when an option
 	// is nil or its value is invalid: WithSchema(0), WithLockWait(-1), a
@@ -54,6 +54,12 @@ var (
 	// gap, a WithValidate function of other key or value types than the
 	// checkpoint's. The message names the option.
 	ErrInvalidOption = errors.New("checkpoint: invalid option")
+
+	// ErrInvalidKeyType is returned by Open and Memory.Reopen (and by
+	// CheckKeyType) when the key type cannot read back from JSON as itself
+	// for any useful key: it holds a pointer, an interface, an unexported
+	// field or a field tagged json:"-". The message names the field.
+	ErrInvalidKeyType = errors.New("key type cannot be stored")
 )
 
 // These errors are returned by Open and by methods of an open checkpoint.

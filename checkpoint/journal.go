@@ -139,7 +139,7 @@ type JournalStatus struct {
 type record struct {
 	base, seq uint64
 	schema    int
-	meta      Meta     // Phase, Writer, BootID, SavedAt
+	meta      Meta     // Phase, Writer, BootID, Behind, SavedAt
 	ops       [][]byte // sub-slices of the line
 }
 
@@ -153,6 +153,7 @@ type recordHeader struct {
 	Phase   string          `json:"phase"`
 	Writer  string          `json:"writer"`
 	BootID  string          `json:"bootID"`
+	Behind  string          `json:"behind"`
 	SavedAt json.RawMessage `json:"savedAt"`
 }
 
@@ -173,6 +174,10 @@ func appendRecord(dst []byte, base uint64, m Meta, ops [][]byte) []byte {
 	dst = appendString(dst, m.Writer)
 	dst = append(dst, `,"bootID":`...)
 	dst = appendString(dst, m.BootID)
+	if m.Behind != "" {
+		dst = append(dst, `,"behind":`...)
+		dst = appendString(dst, m.Behind)
+	}
 	dst = append(dst, `,"savedAt":"`...)
 	dst = m.SavedAt.UTC().AppendFormat(dst, time.RFC3339Nano)
 	dst = append(dst, '"')
@@ -243,7 +248,7 @@ func parseRecord(line []byte) (record, error) {
 		return r, fmt.Errorf("journal version %d is not %d", *j.Journal, journalVersion)
 	}
 	r = record{base: *j.Base, seq: *j.Seq, schema: *j.Schema, ops: ops,
-		meta: Meta{Phase: j.Phase, Writer: j.Writer, BootID: j.BootID}}
+		meta: Meta{Phase: j.Phase, Writer: j.Writer, BootID: j.BootID, Behind: j.Behind}}
 	if len(j.SavedAt) > 0 && r.meta.SavedAt.UnmarshalJSON(j.SavedAt) != nil {
 		return r, errors.New("its savedAt is not an RFC 3339 time")
 	}

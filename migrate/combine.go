@@ -1,6 +1,10 @@
 package migrate
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // The third step of Restore builds the state to serve on the chosen basis,
 // entry by entry: what to do with an entry both sides hold, one only the
@@ -43,13 +47,19 @@ func fromOneSide[K comparable, V any](entries map[K]V, o Origin) built[K, V] {
 // name), while a legacy the Store writes holds whole values and the keys an
 // old binary wrote, so its key wins. When they diverge, Config.Merge picks
 // the value, and the key comes with it: the checkpoint's if the merged
-// value is the checkpoint's, legacy's otherwise.
-func (s *Store[K, V]) pick(kc K, vc V, kl K, vl V) (K, V, bool, bool) {
+// value is the checkpoint's, legacy's otherwise. Over a checkpoint marked
+// behind legacy (behind), legacy's record wins whatever Merge says: what the
+// checkpoint holds differently is older than what a run that wrote legacy
+// only acknowledged since.
+func (s *Store[K, V]) pick(kc K, vc V, kl K, vl V, behind bool) (K, V, bool, bool) {
 	if s.equal(vc, vl) {
 		if s.explicit != nil && kl != kc {
 			return kl, vl, false, false
 		}
 		return kc, vc, true, false
+	}
+	if behind {
+		return kl, vl, false, true
 	}
 	v := s.merge(kc, vc, vl)
 	if s.equal(v, vc) {
@@ -121,7 +131,7 @@ func (s *Store[K, V]) combine(b basis, ck *ckptView[K, V], lg *legacyView[K, V],
 			continue
 		}
 		matched[kl] = struct{}{}
-		k, v, ours, diverged := s.pick(kc, vc, kl, lg.entries[kl])
+		k, v, ours, diverged := s.pick(kc, vc, kl, lg.entries[kl], ck.behind)
 		if diverged {
 			r.Diverged = append(r.Diverged, k)
 		}
@@ -180,7 +190,7 @@ func (s *Store[K, V]) legacyDecides(ck *ckptView[K, V], lg *legacyView[K, V], r 
 			continue
 		}
 		matched++
-		k, v, ours, diverged := s.pick(kc, vc, kl, lg.entries[kl])
+		k, v, ours, diverged := s.pick(kc, vc, kl, lg.entries[kl], ck.behind)
 		if diverged {
 			r.Diverged = append(r.Diverged, k)
 		}
@@ -261,23 +271,63 @@ func find[K comparable, V any](idx map[K]K, m map[K]V, id K) (K, bool) {
 	return id, ok
 }
 
-// dedupe removes from m every key whose identity an earlier key already
-// has, and reports it: Match says they are one entry, so only one can be
-// served.
-func (s *Store[K, V]) dedupe(m map[K]V, side string, r *Report[K]) {
+// dedupe removes from m every key whose identity another key of m has, and
+// reports it: Match says they are one entry, so only one can be served. It
+// keeps, deterministically, the key whose record the reference side ref
+// holds (its key and value, then its key; for legacy, the checkpoint: the
+// write it acknowledged), and otherwise the least key in the order of its
+// text. It returns the keys it removed.
+func (s *Store[K, V]) dedupe(m, ref map[K]V, side string, r *Report[K]) []K {
 	if s.match == nil || len(m) == 0 {
-		return
+		return nil
 	}
-	idx := make(map[K]K, len(m))
+	byID := make(map[K][]K, len(m))
+	dup := false
 	for k := range m {
 		id := s.match(k)
-		if other, dup := idx[id]; dup {
-			r.Errors = append(r.Errors, fmt.Errorf("%s: keys %v and %v match the same entry; keeping %v", side, other, k, other))
-			delete(m, k)
+		byID[id] = append(byID[id], k)
+		dup = dup || len(byID[id]) > 1
+	}
+	if !dup {
+		return nil
+	}
+	var refIdx map[K]K
+	if len(ref) > 0 {
+		refIdx = s.index(ref)
+	}
+	var removed []K
+	for id, ks := range byID {
+		if len(ks) < 2 {
 			continue
 		}
-		idx[id] = k
+		keep := s.keepOf(ks, m, ref, refIdx, id)
+		for _, k := range ks {
+			if k == keep {
+				continue
+			}
+			r.Errors = append(r.Errors, fmt.Errorf("%s: keys %v and %v match the same entry; keeping %v", side, keep, k, keep))
+			delete(m, k)
+			removed = append(removed, k)
+		}
 	}
+	return removed
+}
+
+// keepOf picks the key of ks (keys of m with identity id) that dedupe keeps.
+func (s *Store[K, V]) keepOf(ks []K, m, ref map[K]V, refIdx map[K]K, id K) K {
+	if rk, ok := refIdx[id]; ok {
+		for _, k := range ks {
+			if k == rk && s.equal(m[k], ref[rk]) {
+				return k
+			}
+		}
+		for _, k := range ks {
+			if k == rk {
+				return k
+			}
+		}
+	}
+	return slices.MinFunc(ks, func(a, b K) int { return strings.Compare(fmt.Sprintf("%#v", a), fmt.Sprintf("%#v", b)) })
 }
 
 // shadow compares the served entries with a side read only to compare, and

@@ -12,30 +12,35 @@ import (
 )
 
 // Checkpoint is the checkpoint side of a Store: what checkpoint.File and
-// checkpoint.Memory provide. A Store uses these optional capabilities,
-// which package checkpoint defines, when the value has them (File and
-// Memory have all five):
+// checkpoint.Memory provide.
 //
-//   - checkpoint.Committer saves only what a write changed, instead of
-//     building a whole Snapshot per write;
-//   - checkpoint.BootIDer gives the current boot and, when it is not
-//     empty, turns the boot epoch on: a checkpoint written in another boot
-//     is stale and discarded (its state died with the reboot), one that
-//     records no boot is kept. File and Memory give one when opened with
-//     checkpoint.WithBootID;
-//   - checkpoint.Sizer gives Stats.CheckpointBytes;
-//   - checkpoint.JournalReporter tells Restore of a torn journal record
-//     that Load discarded (checkpoint.WithJournal), which it reports in
-//     Report.Errors;
-//   - io.Closer is called by Store.Close.
+// BootID and Journal are what two of Restore's safety checks read, so they
+// are part of the interface rather than optional: a wrapper around a File
+// (for metrics, a fake) that did not forward them would silently turn the
+// checks off, so it does not compile instead.
 //
-// A wrapper around a File (a fake, an instrumented checkpoint) that does
-// not forward a capability loses it: assert the ones it must keep, as
-// var _ checkpoint.Committer[K, V] = (*myCheckpoint)(nil).
+//   - BootID gives the boot the checkpoint runs in (checkpoint.WithBootID);
+//     when it is not empty the boot epoch is on: a checkpoint written in
+//     another boot is stale and discarded (its state died with the reboot),
+//     one that records no boot is kept. "" turns the epoch off, for state
+//     that survives a reboot.
+//   - Journal tells Restore of a torn journal record that Load discarded
+//     (checkpoint.WithJournal), which it reports in Report.Errors; a
+//     checkpoint without a journal returns the zero JournalStatus.
+//
+// A Store also uses these optional capabilities, which package checkpoint
+// defines, when the value has them (File and Memory have all three):
+// checkpoint.Committer saves only what a write changed, instead of building
+// a whole Snapshot per write; checkpoint.Sizer gives Stats.CheckpointBytes;
+// io.Closer is called by Store.Close (for a File, it releases the lock). A
+// wrapper that does not forward one loses only what it gives; assert the
+// ones it must keep, as var _ checkpoint.Committer[K, V] = (*myCheckpoint)(nil).
 type Checkpoint[K comparable, V any] interface {
 	Load(ctx context.Context) (checkpoint.Snapshot[K, V], error)
 	Save(ctx context.Context, s checkpoint.Snapshot[K, V]) error
 	Quarantine(ctx context.Context) (string, error)
+	BootID() string
+	Journal() checkpoint.JournalStatus
 }
 
 // Config configures a Store. Its zero values are the defaults, except that
@@ -84,9 +89,11 @@ type Config[K comparable, V any] struct {
 	Merge func(key K, fromCheckpoint, fromLegacy V) V
 
 	// Equal tells whether two values are the same, to report divergence.
-	// For an observing legacy, compare what legacy records (CRI: the IP),
-	// so that its poorer view of an entry agrees with the checkpoint's.
-	// Nil means reflect.DeepEqual.
+	// For a legacy that only observes it is required (New refuses one
+	// without it): compare what legacy records (CRI: the IP), so that its
+	// poorer view of an entry agrees with the checkpoint's. Nil, for a
+	// legacy the Store writes, which holds whole values, means
+	// reflect.DeepEqual.
 	Equal func(a, b V) bool
 
 	// Strict makes Restore fail on anything it cannot read, in every
@@ -105,6 +112,17 @@ type Config[K comparable, V any] struct {
 	// the phase must serve from that cannot be read at all (legacy in
 	// phases 0 and 1, a checkpoint read failing with an I/O error).
 	Strict bool
+
+	// DiscardUnreadableCheckpoint lets Restore serve less than the only
+	// copy of the state. Where the checkpoint is that copy (phase 3, and
+	// every phase with VolatileLegacy), a checkpoint that cannot be read in
+	// full (corrupt, of another schema, with entries that do not decode, a
+	// damaged journal) fails Restore by default and is left as it is, for
+	// an operator to repair (phaseshift restore-prev) or to roll forward
+	// to. With this option Restore moves it aside instead and serves what
+	// it could read: the entries it could not read are lost to the daemon
+	// until someone puts the file back. Strict takes precedence.
+	DiscardUnreadableCheckpoint bool
 
 	// PruneOrphans drops, in phase 2 and for a legacy that only observes,
 	// entries the checkpoint has and a complete legacy listing lacks,
@@ -178,7 +196,26 @@ func (c *Config[K, V]) validate() error {
 			return fmt.Errorf("migrate: %w: phase %d (%s) needs Config.Legacy, the source the previous version restored from: only phase 3 (contract) runs without it", ErrInvalidConfig, int(c.Phase), c.Phase)
 		}
 	}
-	return c.validateShortLived()
+	if err := c.validateShortLived(); err != nil {
+		return err
+	}
+	return c.validateLegacyKind()
+}
+
+// validateLegacyKind refuses what restore could only get wrong: a legacy
+// that only observes, compared with the checkpoint without being told what
+// it can see, and a key type the checkpoint cannot store.
+func (c *Config[K, V]) validateLegacyKind() error {
+	if c.Checkpoint == nil {
+		return nil // nothing to compare, nothing to store (the old binary's phase 0)
+	}
+	if err := checkpoint.CheckKeyType[K](); err != nil {
+		return fmt.Errorf("migrate: %w: %w", ErrInvalidConfig, err)
+	}
+	if _, writes := c.Legacy.(source.Writer[K, V]); c.Legacy != nil && !writes && c.Equal == nil {
+		return fmt.Errorf("migrate: %w: Config.Equal is required for a legacy that only observes (it is not a source.Writer, like CRI): such a legacy records less than the checkpoint (CRI: the sandbox's IP, not the interface or gateway), so the default, reflect.DeepEqual, would report every entry diverged at every restore and let its poorer records win; compare what legacy records, e.g. func(a, b Alloc) bool { return a.IP == b.IP }", ErrInvalidConfig)
+	}
+	return nil
 }
 
 // validateShortLived refuses a legacy a process that lives for one

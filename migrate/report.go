@@ -51,7 +51,13 @@ type Report[K comparable] struct {
 	// nil when none was.
 	Shadow *Shadow[K]
 
-	Stale        string // why the checkpoint was not trusted as it is; "" if it was
+	Stale string // why the checkpoint was not trusted as it was found; "" if it was
+	// Behind is why the checkpoint, as this restore left it, may lack what
+	// legacy holds ("" when it does not): this phase-0 run, or a listing
+	// that was not complete. Phase 3 refuses such a checkpoint until a run
+	// that reads legacy in full clears it; Stale says what restore found,
+	// Behind what it left.
+	Behind       string
 	LegacyStale  string // why legacy was not trusted; "" if it was
 	LegacyWrites int    // writes restore made to bring a legacy the Store writes in line with what is served
 	Quarantined  string // where an unreadable checkpoint was moved; "" if none
@@ -117,6 +123,7 @@ func (r Report[K]) items() []reportItem[K] {
 	return append(it,
 		reportItem[K]{name: "checkpointRewritten", say: "checkpoint rewritten", flag: r.CheckpointRewritten},
 		reportItem[K]{name: "stale", say: "stale checkpoint", text: r.Stale},
+		reportItem[K]{name: "behind", say: "left behind legacy", text: r.Behind},
 		reportItem[K]{name: "legacyStale", say: "stale legacy", text: r.LegacyStale},
 		reportItem[K]{name: "legacyWrites", say: "legacy writes", n: r.LegacyWrites},
 		reportItem[K]{name: "quarantined", say: "quarantined to", text: r.Quarantined},

@@ -59,8 +59,8 @@ func (s *Store[K, V]) restore(ctx context.Context, r *Report[K]) (state[K, V], e
 	if in.lg, err = s.readLegacy(ctx); err != nil {
 		return state[K, V]{}, err
 	}
-	s.dedupe(in.ck.entries, "checkpoint", r)
-	s.dedupe(in.lg.entries, "legacy", r)
+	s.dedupe(in.ck.entries, nil, "checkpoint", r)
+	in.lg.dupes = s.dedupe(in.lg.entries, in.ck.entries, "legacy", r)
 	b, err := s.chooseBasis(&in)
 	if err != nil {
 		return state[K, V]{}, err
@@ -84,7 +84,9 @@ func (s *Store[K, V]) build(b basis, in *sides[K, V], r *Report[K]) built[K, V] 
 	case basisHeal, basisCheckpoint:
 		out = fromOneSide(in.ck.entries, OriginCheckpoint)
 		if s.cfg.Phase == PhaseContract && in.lg.read && !s.cfg.VolatileLegacy {
-			// Phase 3 cross-checks a legacy that is still configured.
+			// Phase 3 serves what a legacy still configured holds and the
+			// checkpoint lacks, and cross-checks the rest.
+			s.backfillContract(&out, in, r)
 			s.shadow(r, ReadLegacy, out.vals, in.lg.entries)
 		}
 	default:
@@ -100,7 +102,7 @@ func (s *Store[K, V]) build(b basis, in *sides[K, V], r *Report[K]) built[K, V] 
 		r.Errors = append(r.Errors, in.lg.err)
 	}
 	s.count(&out, r)
-	r.ReadFrom = readFrom(b, in)
+	r.ReadFrom = readFrom(b, in, &out)
 	if b == basisLegacyDecides && s.cfg.Phase == PhaseExpand && in.ck.usable && r.Stale == "" && out.changed {
 		r.Stale = fmt.Sprintf("it differs from legacy (%s dropped, %s with other values, %s only in legacy): a phase-0 run or a crash since seq %d",
 			entries(len(r.Dropped)), entries(len(r.Diverged)), entries(out.onlyLegacy), in.ck.meta.Seq)
@@ -110,7 +112,7 @@ func (s *Store[K, V]) build(b basis, in *sides[K, V], r *Report[K]) built[K, V] 
 
 // readFrom says which sides restore built the served state from (see
 // Report.ReadFrom).
-func readFrom[K comparable, V any](b basis, in *sides[K, V]) Sides {
+func readFrom[K comparable, V any](b basis, in *sides[K, V], out *built[K, V]) Sides {
 	ck, lg := in.ck.usable, len(in.lg.entries) > 0
 	switch b {
 	case basisLegacy:
@@ -120,7 +122,7 @@ func readFrom[K comparable, V any](b basis, in *sides[K, V]) Sides {
 	case basisLegacyDecides:
 		lg = true
 	case basisHeal, basisCheckpoint:
-		lg = false
+		lg = out.onlyLegacy > 0 // phase 3's backfill
 	}
 	switch {
 	case ck && lg:
@@ -155,6 +157,33 @@ func (s *Store[K, V]) count(out *built[K, V], r *Report[K]) {
 	r.FromCheckpoint, r.FromLegacy = fromCkpt, r.Restored-fromCkpt
 }
 
+// backfillContract serves, in phase 3, what a legacy still configured holds
+// and the checkpoint lacks: it is in use (an observing legacy is never
+// stale: the runtime still has the sandbox), so handing it out as free
+// would hand it out twice. Not for a volatile legacy, which holds nothing
+// after a restart, nor for a legacy the Store writes that phase 3 has left
+// behind (the checkpoint records phase 3, or is missing): what only it
+// holds, phase 3 may have deleted.
+func (s *Store[K, V]) backfillContract(out *built[K, V], in *sides[K, V], r *Report[K]) {
+	if s.explicit != nil && (!in.ck.usable || in.ck.meta.Phase == PhaseContract.String()) {
+		return
+	}
+	idx := s.index(out.vals)
+	var add []K
+	for kl := range in.lg.entries {
+		if _, ok := find(idx, out.vals, s.id(kl)); !ok {
+			add = append(add, kl)
+		}
+	}
+	for _, kl := range add {
+		out.vals[kl] = in.lg.entries[kl]
+		out.setOrigin(kl, OriginBackfill)
+		r.Backfilled = append(r.Backfilled, kl)
+	}
+	out.onlyLegacy += len(add)
+	out.changed = out.changed || len(add) > 0
+}
+
 // entries says "1 entry" or "n entries".
 func entries(n int) string {
 	if n == 1 {
@@ -175,10 +204,16 @@ func (s *Store[K, V]) repair(ctx context.Context, b basis, in *sides[K, V], out 
 		r.Quarantined = where
 		s.log.Warn("checkpoint quarantined", zap.String("to", where), zap.Error(in.ck.aside))
 	}
+	if err := s.removeDupes(ctx, in, r); err != nil {
+		return err
+	}
 	if err := s.alignLegacy(ctx, b, in, out, r); err != nil {
 		return err
 	}
-	s.meta.Phase = s.recordedPhase(b, in).String()
+	s.meta.Behind = s.recordedMark(b, in)
+	if s.cfg.Checkpoint != nil {
+		r.Behind = s.meta.Behind
+	}
 	if !s.needSave(b, in, out) {
 		return nil
 	}
@@ -201,23 +236,25 @@ func (s *Store[K, V]) repair(ctx context.Context, b basis, in *sides[K, V], out 
 	return nil
 }
 
-// recordedPhase is the phase every save of this run records. It is the
-// Store's phase, except where the checkpoint may lack what only legacy
-// holds: phase 0 writes legacy only, and a phase 1 or 2 run that could not
-// read legacy in full may have missed an entry only legacy has (and has not
-// dropped anything on that evidence). Both record phase 0's mark, so that
-// phase 3 refuses the file until a run has read legacy in full.
-func (s *Store[K, V]) recordedPhase(b basis, in *sides[K, V]) Phase {
+// recordedMark is the mark every save of this run leaves in Meta.Behind
+// ("" for none), beside the Store's phase. The checkpoint may lack what only
+// legacy holds after phase 0, which writes legacy only, and after a phase 1
+// or 2 run that could not read legacy in full, which may have missed an
+// entry only legacy has (and has not dropped anything on that evidence).
+// Both leave a mark that says which, so that phase 3 refuses the file until
+// a run has read legacy in full. A volatile legacy holds nothing the
+// checkpoint lacks, and a run that healed legacy wrote all of it.
+func (s *Store[K, V]) recordedMark(b basis, in *sides[K, V]) string {
 	p := s.cfg.Phase
 	switch {
 	case p == PhaseLegacy:
-		return PhaseLegacy
+		return markPhase0
 	case p == PhaseContract, b == basisHeal, s.cfg.VolatileLegacy:
-		return p
+		return ""
 	case !in.lg.complete:
-		return PhaseLegacy
+		return markIncomplete(p)
 	}
-	return p
+	return ""
 }
 
 // needSave reports whether restore must save the checkpoint before it
@@ -226,7 +263,10 @@ func (s *Store[K, V]) needSave(b basis, in *sides[K, V], out *built[K, V]) bool 
 	if s.cfg.Checkpoint == nil {
 		return false
 	}
-	wasMarked := in.ck.usable && in.ck.behind
+	found := ""
+	if in.ck.usable {
+		found = behindMark(in.ck.meta)
+	}
 	switch {
 	// A file moved aside is replaced by what is served.
 	case in.ck.aside != nil:
@@ -234,12 +274,12 @@ func (s *Store[K, V]) needSave(b basis, in *sides[K, V], out *built[K, V]) bool 
 	// Phase 0 leaves its mark once per boot (a mark from an earlier boot
 	// is discarded with the file).
 	case s.cfg.Phase == PhaseLegacy:
-		return b == basisHeal || !wasMarked
+		return b == basisHeal || found != s.meta.Behind
 	// Legacy was healed: record that a phase that writes it ran.
 	case b == basisHeal:
 		return true
 	// The mark changes, either way.
-	case wasMarked != (s.meta.Phase == PhaseLegacy.String()):
+	case found != s.meta.Behind:
 		return true
 	// The state of an earlier boot is replaced.
 	case in.ck.bootOld:
@@ -248,12 +288,35 @@ func (s *Store[K, V]) needSave(b basis, in *sides[K, V], out *built[K, V]) bool 
 	// finds which phase ran last even when there is nothing to serve.
 	case !in.ck.usable && s.cfg.Phase.WritesLegacy():
 		return true
+	// Phase 3 records that it ran before it serves a write, so that a
+	// rollback knows that legacy no longer holds every acknowledged write
+	// (a Delete phase 3 acknowledged of an entry only legacy held writes
+	// nothing else).
+	case s.cfg.Phase == PhaseContract && in.ck.meta.Phase != PhaseContract.String():
+		return true
 	}
 	// Otherwise what is served decides: phase 1 rewrites the file whenever
 	// legacy says it is stale (the heal of a file a downgrade left behind),
 	// and leaves a current one alone, which saves an exec'd plugin an fsync
 	// per call.
 	return out.changed
+}
+
+// removeDupes deletes from a legacy the Store writes the keys that dedupe
+// set aside: a Match re-key cut between its two legacy writes leaves two
+// keys for one entry, and the one not served would otherwise outlive every
+// later write to the entry.
+func (s *Store[K, V]) removeDupes(ctx context.Context, in *sides[K, V], r *Report[K]) error {
+	if s.explicit == nil || !s.cfg.Phase.WritesLegacy() {
+		return nil
+	}
+	for _, k := range in.lg.dupes {
+		if err := s.explicit.Delete(ctx, k); err != nil {
+			return restoreErr("removing legacy's second key %v for one entry failed: %w", k, err)
+		}
+		r.LegacyWrites++
+	}
+	return nil
 }
 
 // alignLegacy writes a legacy the Store writes until it agrees with what is

@@ -93,7 +93,7 @@ func rulePhase3AfterPhase0[K comparable, V any](s *Store[K, V], in *sides[K, V])
 	if s.cfg.Phase != PhaseContract || !in.ck.behind {
 		return 0, false, nil
 	}
-	return 0, false, restoreErr("%w: the checkpoint is stale: %s; phase 3 must not follow phase 0: run phase 1 (expand) or 2 (migrate) first, with legacy readable", ErrStale, staleWhy(in))
+	return 0, false, restoreErr("%w: the checkpoint is stale: %s; phase 3 needs a checkpoint level with legacy: run phase 1 (expand) or 2 (migrate) first, with legacy readable", ErrStale, staleWhy(in))
 }
 
 // ruleVolatile: a legacy that does not survive a restart is never evidence:
@@ -190,7 +190,7 @@ func needsLegacy[K comparable, V any](s *Store[K, V], in *sides[K, V], b basis) 
 func staleWhy[K comparable, V any](in *sides[K, V]) string {
 	switch {
 	case in.ck.behind:
-		return fmt.Sprintf("seq %d is marked behind legacy", in.ck.meta.Seq)
+		return fmt.Sprintf("seq %d is marked behind legacy: %s", in.ck.meta.Seq, behindMark(in.ck.meta))
 	case in.ck.bootOld:
 		return "it was written in an earlier boot"
 	case in.ck.aside != nil:

@@ -11,7 +11,8 @@ import (
 
 // The first step of Restore reads each side and judges it: what it holds,
 // whether it can be used, and what its header says about the other side.
-// Nothing is changed on either side until the rules have decided (apply.go).
+// Nothing is changed on either side until the rules have decided (see
+// repair in restore.go).
 
 // ckptView is what restore learned of the checkpoint.
 type ckptView[K comparable, V any] struct {
@@ -31,14 +32,17 @@ type legacyView[K comparable, V any] struct {
 	read     bool  // a listing came back, complete or partial
 	complete bool  // it holds every entry
 	err      error // why it is not complete; nil if it is
+	dupes    []K   // keys dedupe set aside: another key of the same entry is served
 }
 
-// soleCopy reports whether the checkpoint is the only side that can hold
-// the state: phase 3, and phases 1 and 2 when legacy does not survive a
-// restart. A newer checkpoint there must not be replaced.
-func (s *Store[K, V]) soleCopy() bool {
-	p := s.cfg.Phase
-	return p == PhaseContract || (s.cfg.VolatileLegacy && p != PhaseLegacy)
+// soleCopy reports whether the checkpoint whose header is m is the only
+// side that can hold the state: in phase 3, which writes nothing else, and
+// in every phase with a legacy that does not survive a restart - unless m
+// says the checkpoint is behind legacy, whose state then died with the run
+// that left it behind. A checkpoint that is the sole copy is never moved
+// aside or replaced without the user's word (Config.DiscardUnreadableCheckpoint).
+func (s *Store[K, V]) soleCopy(m checkpoint.Meta) bool {
+	return s.cfg.Phase == PhaseContract || (s.cfg.VolatileLegacy && behindMark(m) == "")
 }
 
 // legacyIsStale reports whether a checkpoint whose header says phase 3
@@ -86,10 +90,8 @@ func (s *Store[K, V]) readCheckpoint(ctx context.Context, r *Report[K]) (ckptVie
 	}
 	// A torn last journal record was a commit that was never acknowledged:
 	// nothing served is missing, but what a crash cut short is reported.
-	if jr, ok := s.cfg.Checkpoint.(checkpoint.JournalReporter); ok && c.usable {
-		if torn := jr.Journal().Torn; torn != nil {
-			r.Errors = append(r.Errors, torn)
-		}
+	if torn := s.cfg.Checkpoint.Journal().Torn; torn != nil && c.usable {
+		r.Errors = append(r.Errors, torn)
 	}
 	s.judgeCheckpoint(&c, r)
 	return c, nil
@@ -116,8 +118,12 @@ func (s *Store[K, V]) refuseUnreadable(meta checkpoint.Meta, err error, partial 
 		return nil
 	// A newer binary's file is never replaced where nothing else holds the
 	// state: rolling forward must find it intact.
-	case errors.Is(err, checkpoint.ErrNewerSchema) && s.soleCopy():
+	case errors.Is(err, checkpoint.ErrNewerSchema) && s.soleCopy(meta):
 		return restoreErr("%w; phase %d (%s) has nothing else to restore from, so %s: roll forward to the binary that wrote it", err, int(s.cfg.Phase), s.cfg.Phase, left)
+	// Nor is any other file that holds the only copy of the state, unless
+	// the user chose to serve less.
+	case s.soleCopy(meta) && !s.cfg.DiscardUnreadableCheckpoint:
+		return restoreErr("%w; the checkpoint is the only copy of the state (%s), so nothing was changed: %s", err, s.soleCopyWhy(), s.recovery())
 	// A file that says legacy is stale, which this binary cannot read in
 	// full: neither side holds everything.
 	case s.legacyIsStale(meta):
@@ -128,6 +134,24 @@ func (s *Store[K, V]) refuseUnreadable(meta checkpoint.Meta, err error, partial 
 		return restoreErr("%w: the checkpoint was written by phase 3 (contract), so legacy is stale, and the checkpoint %s (%w); %s: roll forward to the binary that wrote it, or repair it", ErrUnsafeRestore, what, err, left)
 	}
 	return nil
+}
+
+// soleCopyWhy says why the checkpoint is the only copy of the state.
+func (s *Store[K, V]) soleCopyWhy() string {
+	if s.cfg.Phase == PhaseContract {
+		return "phase 3 (contract) writes nothing else"
+	}
+	return "legacy does not survive a restart (Config.VolatileLegacy)"
+}
+
+// recovery says how an operator gets an unreadable sole copy served again.
+func (s *Store[K, V]) recovery() string {
+	how := "check it with `phaseshift verify PATH` and put the last good file back with `phaseshift restore-prev PATH`"
+	if s.cfg.Legacy != nil && s.explicit == nil && !s.cfg.VolatileLegacy {
+		// An observing legacy is never stale: phase 2 rebuilds from it.
+		how += ", or run phase 2 (migrate) once to rebuild it from legacy"
+	}
+	return how + "; to serve what can be read and lose the rest, set Config.DiscardUnreadableCheckpoint"
 }
 
 // judgeCheckpoint decides, from the header of the checkpoint, whether it
@@ -145,14 +169,35 @@ func (s *Store[K, V]) judgeCheckpoint(c *ckptView[K, V], r *Report[K]) {
 	if !c.usable {
 		return
 	}
-	// The mark of phase 0 (or of a run that could not read legacy in
-	// full): legacy may hold what the checkpoint lacks.
-	if m.Phase == PhaseLegacy.String() {
+	// The mark of a run that did not keep the checkpoint level with legacy
+	// (a phase-0 run, or one that could not read legacy in full): legacy
+	// may hold what the checkpoint lacks.
+	if mark := behindMark(m); mark != "" {
 		c.behind = true
 		if s.cfg.Phase != PhaseLegacy {
-			r.Stale = fmt.Sprintf("seq %d is marked behind legacy: a phase-0 run, or a run that could not read legacy in full, came after it", m.Seq)
+			r.Stale = fmt.Sprintf("seq %d is marked behind legacy: %s", m.Seq, mark)
 		}
 	}
+}
+
+// The marks a save leaves in Meta.Behind: why the checkpoint may lack what
+// legacy holds.
+const markPhase0 = "phase 0 (legacy) ran, which writes legacy only"
+
+// markIncomplete is the mark of a run in phase p that could not read legacy
+// in full.
+func markIncomplete(p Phase) string {
+	return fmt.Sprintf("phase %d (%s) could not read legacy in full", int(p), p)
+}
+
+// behindMark returns the mark of the checkpoint whose header is m, or "".
+// A file written before Meta.Behind existed records phase 0's mark as its
+// phase alone.
+func behindMark(m checkpoint.Meta) string {
+	if m.Behind == "" && m.Phase == PhaseLegacy.String() {
+		return markPhase0
+	}
+	return m.Behind
 }
 
 // earlierBoot reports whether, with a boot epoch, the checkpoint whose

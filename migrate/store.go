@@ -137,8 +137,8 @@ func New[K comparable, V any](cfg Config[K, V]) (*Store[K, V], error) {
 			s.commit = c
 		}
 	}
-	if b, ok := cfg.Checkpoint.(checkpoint.BootIDer); ok {
-		s.bootID = b.BootID()
+	if cfg.Checkpoint != nil {
+		s.bootID = cfg.Checkpoint.BootID()
 	}
 	s.meta = checkpoint.Meta{Phase: cfg.Phase.String(), Writer: cfg.Version, BootID: s.bootID}
 	s.state = state[K, V]{vals: map[K]V{}}

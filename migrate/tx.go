@@ -53,26 +53,31 @@ func (tx *Tx[K, V]) Get(key K) (V, bool) {
 // committed state with the changes of the writes before it and the
 // transaction's own applied. The loop body may change the transaction: an
 // entry it deletes or replaces that the loop has not reached yet is seen as
-// changed, and an entry it puts may be seen.
+// changed (a deleted one is not yielded; a replaced one is yielded once,
+// with its new value, after the entries nobody changed), and an entry it
+// puts may be yielded, after those (an entry yielded before it was
+// replaced is yielded again).
 func (tx *Tx[K, V]) All() iter.Seq2[K, V] {
 	tx.check()
 	return func(yield func(K, V) bool) {
 		tx.check()
 		// The stored keys whose entries the batch or the Tx changed, in
 		// one set, so that the common entry costs one lookup (none when
-		// nothing changed yet).
+		// nothing changed yet). The Tx's own changes grow as the loop
+		// runs: the set catches up with them before each entry.
 		skip := make(map[K]struct{}, len(tx.ov.changed)+len(tx.at))
 		for id := range tx.ov.changed {
 			if k, ok := tx.ov.st.lookup(id); ok {
 				skip[k] = struct{}{}
 			}
 		}
-		for id := range tx.at {
-			if k, ok := tx.ov.st.lookup(id); ok {
-				skip[k] = struct{}{}
-			}
-		}
+		seen := 0 // tx.ops[:seen] are in skip
 		for k, v := range tx.ov.st.vals {
+			for ; seen < len(tx.ops); seen++ {
+				if sk, ok := tx.ov.st.lookup(tx.ops[seen].id); ok {
+					skip[sk] = struct{}{}
+				}
+			}
 			if _, changed := skip[k]; changed {
 				continue
 			}

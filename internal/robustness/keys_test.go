@@ -122,6 +122,10 @@ func (s saveOnly[K, V]) Save(ctx context.Context, snap checkpoint.Snapshot[K, V]
 
 func (s saveOnly[K, V]) Quarantine(ctx context.Context) (string, error) { return s.f.Quarantine(ctx) }
 
+func (s saveOnly[K, V]) BootID() string { return s.f.BootID() }
+
+func (s saveOnly[K, V]) Journal() checkpoint.JournalStatus { return s.f.Journal() }
+
 // TestStoreRefusesBadKeysWithSaveOnly runs concurrent good writes and
 // writes of a key that does not read back through a Store whose checkpoint
 // has no Commit: the Store finds the bad write from the key the

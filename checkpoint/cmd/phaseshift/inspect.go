@@ -152,6 +152,9 @@ func printInspect(w io.Writer, out *inspectJSON) {
 	if h := out.Header; h != nil {
 		fmt.Fprintf(w, "  format:    %d\n  schema:    %d\n  seq:       %d\n", h.Format, h.Schema, h.Seq)
 		fmt.Fprintf(w, "  phase:     %s\n  writer:    %s\n  boot ID:   %s\n", orNone(h.Phase), orNone(h.Writer), orNone(h.BootID))
+		if h.Behind != "" {
+			fmt.Fprintf(w, "  behind:    %s\n", h.Behind)
+		}
 		fmt.Fprintf(w, "  saved at:  %s\n", h.SavedAt.Format(time.RFC3339Nano))
 	}
 	if out.Size >= 0 {

@@ -106,6 +106,7 @@ type headerJSON struct {
 	Phase   string    `json:"phase"`
 	Writer  string    `json:"writer"`
 	BootID  string    `json:"bootID"`
+	Behind  string    `json:"behind,omitempty"`
 	Seq     uint64    `json:"seq"`
 	SavedAt time.Time `json:"savedAt"`
 }

@@ -81,6 +81,7 @@ type Header struct {
 	Phase   string
 	Writer  string
 	BootID  string
+	Behind  string
 	Seq     uint64
 	SavedAt time.Time
 }
