@@ -153,6 +153,10 @@ func (s *Store[K, V]) stage(ctx context.Context, ov *overlay[K, V], r *request[K
 	if len(plans) == 0 {
 		return nil
 	}
+	if err := s.stillAstray(plans); err != nil {
+		r.err = err
+		return nil
+	}
 	if s.writesCheckpoint() {
 		if err := encodable(plans); err != nil {
 			s.log.Warn("a write cannot be encoded for the checkpoint", zap.Error(err))

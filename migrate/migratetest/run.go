@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
@@ -261,7 +262,10 @@ func (r *run[K, V]) start(p migrate.Phase, b build, inject bool) (*migrate.Store
 			return nil, []string{fmt.Sprintf("phase %d (%s) refused to restore: %v", p, p, err)}
 		case x.refusal == "":
 			r.logf("  restore: %s", rep)
-			return s, r.verify(s, *rep, p, x)
+			if problems := r.verify(s, *rep, p, x); problems != nil {
+				return s, problems
+			}
+			return r.steady(s, *rep, p, b)
 		case err == nil:
 			s.Close()
 			return nil, []string{fmt.Sprintf("phase %d (%s) restored (%s), but must refuse: %s", p, p, rep, x.refusal)}
@@ -276,6 +280,78 @@ func (r *run[K, V]) start(p migrate.Phase, b build, inject bool) (*migrate.Store
 		}
 	}
 	return nil, []string{"the operator's remedies did not get the Store to start"}
+}
+
+// steady restarts the Store s, which restore rep just started in phase p,
+// once more, cleanly and with nothing changed in between, and checks that
+// the second restore finds the state as the first left it: a restore that
+// healed what it found leaves nothing to reconcile. (A configuration that
+// fails this reports the same divergence, backfill or staleness at every
+// start, and keeps a fleet's gate red for good: an Equal that compares
+// what legacy cannot see, say.) Phase 0 is left out: it serves legacy, and
+// a volatile legacy's state dies at every restart. So is a restore that
+// met a partial listing, whose next, complete, listing has more to say.
+func (r *run[K, V]) steady(s *migrate.Store[K, V], rep migrate.Report[K], p migrate.Phase, b build) (*migrate.Store[K, V], []string) {
+	if p == migrate.PhaseLegacy || len(r.w.hiddenIDs) > 0 {
+		return s, nil
+	}
+	first := r.servedByID(s)
+	r.stop(s, p, restartClean)
+	mc, err := r.configure(p, b)
+	if err != nil {
+		return nil, []string{err.Error()}
+	}
+	s, again, err := r.restore(mc)
+	if err != nil {
+		return nil, []string{fmt.Sprintf("STEADY STATE: phase %d (%s) restored, then refused to restore again with nothing changed: %v", p, p, err)}
+	}
+	r.logf("  restore again: %s", again)
+	problems := steadyProblems(rep, *again, r.a.match)
+	if !maps.EqualFunc(first, r.servedByID(s), func(a, b entry[K, V]) bool { return same(a, b) }) {
+		problems = append(problems, "STEADY STATE: a restore right after a restore, with no write between, serves another state")
+	}
+	for _, pr := range problems {
+		r.logf("  %s", pr)
+	}
+	return s, problems
+}
+
+// steadyProblems compares the report of a restore right after a restore
+// (again) with the first one's.
+func steadyProblems[K comparable](first, again migrate.Report[K], match func(K) K) []string {
+	var problems []string
+	say := func(what string, n int) {
+		if n > 0 {
+			problems = append(problems, fmt.Sprintf("STEADY STATE: a restore right after a restore, with no write between, reported %d %s (the first restore left them, or Config.Equal compares what legacy cannot see)", n, what))
+		}
+	}
+	say("entries diverged", len(again.Diverged))
+	say("entries backfilled", len(again.Backfilled))
+	say("entries dropped", len(again.Dropped)+len(again.Pruned))
+	was := map[K]bool{}
+	for _, k := range first.Orphaned {
+		was[match(k)] = true
+	}
+	newOrphans := 0
+	for _, k := range again.Orphaned {
+		if !was[match(k)] {
+			newOrphans++
+		}
+	}
+	say("new orphans", newOrphans)
+	if again.Stale != "" {
+		problems = append(problems, "STEADY STATE: a restore right after a restore, with no write between, found the checkpoint stale: "+again.Stale)
+	}
+	return problems
+}
+
+// servedByID is what s serves, by identity.
+func (r *run[K, V]) servedByID(s *migrate.Store[K, V]) map[K]entry[K, V] {
+	served := map[K]entry[K, V]{}
+	for k, v := range s.All() {
+		served[r.a.match(k)] = entry[K, V]{k, v}
+	}
+	return served
 }
 
 // configure asks the factory for the configuration of the binary for phase
