@@ -26,16 +26,25 @@ import (
 func TestAcknowledgedDeleteSurvivesRollback(t *testing.T) {
 	ctx := context.Background()
 	for _, back := range []migrate.Phase{migrate.PhaseLegacy, migrate.PhaseExpand, migrate.PhaseMigrate} {
-		for _, how := range []string{"killed after the legacy write", "failed with ErrOutcomeUnknown"} {
+		for _, how := range []string{"killed after the legacy write", "failed with ErrOutcomeUnknown", "killed, and phase 3 runs without legacy"} {
 			t.Run(fmt.Sprintf("%s/back to phase %d", how, back), func(t *testing.T) {
 				n := newRegistryNode(t)
 				n.newPhase0 = true
+				if how == "killed, and phase 3 runs without legacy" {
+					// Phase 3 does not see c at all: its Delete writes
+					// nothing, yet must survive the rollback.
+					n.cfg = func(c *migrate.Config[string, int]) {
+						if c.Phase == migrate.PhaseContract {
+							c.Legacy = nil
+						}
+					}
+				}
 				n.mustStart(migrate.PhaseMigrate)
 				n.put("a", 1)
-				if how == "killed after the legacy write" {
-					require.NoError(t, n.reg.Put(ctx, "c", 7)) // the durable part of Put(c, 7)
-				} else {
+				if how == "failed with ErrOutcomeUnknown" {
 					outcomeUnknownPut(t, n, "c", 7)
+				} else {
+					require.NoError(t, n.reg.Put(ctx, "c", 7)) // the durable part of Put(c, 7)
 				}
 				n.s = nil // killed: no Close
 				n.mustStart(migrate.PhaseContract)

@@ -178,6 +178,16 @@ func TestMatrix(t *testing.T) {
 			assert.Positive(t, res.Refused["a newer checkpoint that is the sole copy"], "phase 0 of the older build refuses the only copy it cannot read")
 			return res
 		}},
+		{"registry, phase 3 without legacy", func(t *testing.T) migratetest.Result {
+			cfg := registryConfig()
+			wrap(&cfg, func(p migrate.Phase, mc *migrate.Config[string, int]) {
+				if p == migrate.PhaseContract {
+					mc.Legacy = nil // contracted: the daemon no longer configures it
+				}
+			})
+			cfg.NewBinaryInPhase0, cfg.MaxLen, cfg.Seed = true, short(t, 5, 4), 15
+			return migratetest.Matrix(t, cfg)
+		}},
 		{"registry with re-keys, crashes between legacy writes", func(t *testing.T) migratetest.Result {
 			cfg := rekeyConfig()
 			cfg.NewBinaryInPhase0, cfg.MaxLen, cfg.Seed = true, short(t, 5, 4), 13
