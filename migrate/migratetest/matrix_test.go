@@ -225,7 +225,11 @@ func rekeyConfig() migratetest.Config[string, int] {
 	cfg := registryConfig()
 	byPod := func(k string) string { pod, _, _ := strings.Cut(k, "/"); return pod }
 	wrap(&cfg, func(_ migrate.Phase, mc *migrate.Config[string, int]) { mc.Match = byPod })
-	cfg.Key = func(i int) string { return fmt.Sprintf("pod-%d/eth%d", i/2, i%2) }
+	// Two pods of three interfaces: most writes move an entry to another
+	// key, and a move cut between its two legacy writes leaves legacy with
+	// two keys of one entry for a third key's write to find.
+	cfg.Key = func(i int) string { return fmt.Sprintf("pod-%d/eth%d", i/3, i%3) }
+	cfg.Keys = 6
 	return cfg
 }
 
