@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 )
 
 // inspectOut is inspect's --json output, as a script reads it.
@@ -53,7 +54,7 @@ func TestInspectShowsHeaderSiblingsAndLock(t *testing.T) {
 	path := save(t, dir, entries(1))
 	// A quarantined copy, made by the library as a daemon's restore does,
 	// of a file that was seq 1.
-	f, err := checkpoint.Open[key, value](context.Background(), path, checkpoint.WithSchema(schema))
+	f, err := checkpoint.Open[key, value](context.Background(), path, checkpointtest.Schema(schema)...)
 	require.NoError(t, err)
 	before := time.Now().UTC().Add(-time.Second)
 	moved, err := f.Quarantine(context.Background())

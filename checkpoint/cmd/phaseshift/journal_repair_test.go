@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 )
 
 // journaled writes, as a daemon with checkpoint.WithJournal does, a file
@@ -20,7 +21,7 @@ func journaled(t *testing.T, dir string, states ...map[key]value) string {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(dir, "state.json")
-	f, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	f, err := checkpoint.Open[key, value](ctx, path, append(checkpointtest.Schema(schema), checkpoint.WithJournal())...)
 	require.NoError(t, err)
 	defer f.Close()
 	if len(states) == 0 {
@@ -109,7 +110,7 @@ func TestDeleteFoldsTheJournal(t *testing.T) {
 
 	// The daemon goes on with its journal over the repaired file.
 	ctx := context.Background()
-	f, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	f, err := checkpoint.Open[key, value](ctx, path, append(checkpointtest.Schema(schema), checkpoint.WithJournal())...)
 	require.NoError(t, err)
 	defer f.Close()
 	s, err := f.Load(ctx)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 )
 
 // Adversarial tests of the command's claims about journaled checkpoints
@@ -32,7 +33,7 @@ func keyJSON(t *testing.T, kk key) string {
 func TestReviewDeleteJournaledWhileLocked(t *testing.T) {
 	ctx := context.Background()
 	path := journaled(t, t.TempDir())
-	daemon, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	daemon, err := checkpoint.Open[key, value](ctx, path, append(checkpointtest.Schema(schema), checkpoint.WithJournal())...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = daemon.Close() })
 	_, err = daemon.Load(ctx)
@@ -57,7 +58,7 @@ func TestReviewDeleteJournaledWhileLocked(t *testing.T) {
 // mustLoadJournaled reads path as a daemon WithJournal would.
 func mustLoadJournaled(t *testing.T, path string) checkpoint.Snapshot[key, value] {
 	t.Helper()
-	f, err := checkpoint.Open[key, value](context.Background(), path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	f, err := checkpoint.Open[key, value](context.Background(), path, append(checkpointtest.Schema(schema), checkpoint.WithJournal())...)
 	require.NoError(t, err)
 	defer f.Close()
 	s, err := f.Load(context.Background())
@@ -234,7 +235,7 @@ func TestReviewDeleteOverATornJournal(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	delete(want, k(1))
 	ctx := context.Background()
-	f, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	f, err := checkpoint.Open[key, value](ctx, path, append(checkpointtest.Schema(schema), checkpoint.WithJournal())...)
 	require.NoError(t, err)
 	defer f.Close()
 	s, err := f.Load(ctx)

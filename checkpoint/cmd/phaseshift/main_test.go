@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/internal/testbin"
 )
 
@@ -108,7 +109,7 @@ func run(t *testing.T, args ...string) result {
 func save(t *testing.T, dir string, states ...map[key]value) string {
 	t.Helper()
 	path := filepath.Join(dir, "state.json")
-	f, err := checkpoint.Open[key, value](context.Background(), path, checkpoint.WithSchema(schema))
+	f, err := checkpoint.Open[key, value](context.Background(), path, checkpointtest.Schema(schema)...)
 	require.NoError(t, err)
 	defer f.Close()
 	for _, s := range states {
@@ -121,7 +122,7 @@ func save(t *testing.T, dir string, states ...map[key]value) string {
 // load reads path as the daemon would.
 func load(t *testing.T, path string) (checkpoint.Snapshot[key, value], error) {
 	t.Helper()
-	f, err := checkpoint.Open[key, value](context.Background(), path, checkpoint.WithSchema(schema), checkpoint.WithLockWait(time.Second))
+	f, err := checkpoint.Open[key, value](context.Background(), path, append(checkpointtest.Schema(schema), checkpoint.WithLockWait(time.Second))...)
 	require.NoError(t, err)
 	defer f.Close()
 	return f.Load(context.Background())
@@ -193,7 +194,7 @@ func readBytes(t *testing.T, path string) []byte {
 // description, so the command, another process, finds it held.
 func holdLock(t *testing.T, path string) *checkpoint.File[key, value] {
 	t.Helper()
-	f, err := checkpoint.Open[key, value](context.Background(), path, checkpoint.WithSchema(schema))
+	f, err := checkpoint.Open[key, value](context.Background(), path, checkpointtest.Schema(schema)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.Close() })
 	return f

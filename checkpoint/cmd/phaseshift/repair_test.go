@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 )
 
 const k2 = `{"network":"aws-cni","containerID":"c2","ifName":"eth0"}`
@@ -145,7 +146,7 @@ func TestRestorePrev(t *testing.T) {
 	assert.Equal(t, bad, readBytes(t, out.Kept))
 
 	// The daemon goes on from there: its next save is seq 4.
-	f, err := checkpoint.Open[key, value](context.Background(), path, checkpoint.WithSchema(schema))
+	f, err := checkpoint.Open[key, value](context.Background(), path, checkpointtest.Schema(schema)...)
 	require.NoError(t, err)
 	_, err = f.Load(context.Background())
 	require.NoError(t, err)
