@@ -128,7 +128,7 @@ type rolloutResult struct {
 // documented exclusions and refusals.
 type rolloutFlags struct {
 	oldSinceLib  bool // the old binary ran since this library's last successful phase 0-2 restore
-	legacyBehind bool // phase 3 wrote the checkpoint since this library's last successful phase 0-2 restore
+	legacyBehind bool // phase 3 saved the checkpoint or acknowledged a write since this library's last successful phase 0-2 restore
 	phase0Since  bool // this library's phase 0 ran since its last successful phase 1-2 restore
 }
 
@@ -136,7 +136,7 @@ type rolloutFlags struct {
 type rolloutRun struct {
 	plan        rolloutPlan
 	ctx         context.Context
-	root        *checkpoint.Memory[podKey, podAddr] // the checkpoint's file: never written through
+	root        *checkpoint.Memory[podKey, podAddr] // the checkpoint's file: no process saves through this handle
 	legacy      *source.Map[podKey, podAddr]        // explicit and volatile worlds
 	world       map[string]int                      // observing world: the runtime's containers and their IPs
 	boot        int
