@@ -332,7 +332,14 @@ func (g *planGen) ops() []rolloutOp {
 	}
 	last := &ops[len(ops)-1]
 	if g.rng.IntN(10) < 3 {
-		last.Cut = cut{At: true, After: g.rng.IntN(4), Tear: g.rng.IntN(3) == 0}
+		// After one durable write is the edge that matters most: between
+		// the legacy write and the checkpoint write, or between the two
+		// legacy writes of a re-key.
+		after := 1
+		if g.rng.IntN(2) == 0 {
+			after = g.rng.IntN(4)
+		}
+		last.Cut = cut{At: true, After: after, Tear: g.rng.IntN(3) == 0}
 	}
 	if last.Kind == opPut && (last.Cut.At || last.Fault.CheckpointSaves > 0 || last.Fault.LegacyWrites != nil) {
 		g.retryDel = last.Key.C

@@ -49,30 +49,35 @@ var (
 // refusing a checkpoint behind legacy (seed 3: a phase-0 write lost).
 func TestRollout(t *testing.T) {
 	seeds := rolloutSeeds()
-	failures := map[string]rolloutResult{}
+	failures := map[string]failure{}
 	var order []string
 	var total rolloutStats
 	for _, seed := range seeds {
 		res := playPlan(t, genPlan(seed))
 		total.add(res.stats)
-		if res.violation == nil {
-			continue
-		}
-		class := res.violation.Rule + " / " + res.plan.World.String()
-		if *flagRolloutAll {
-			class = fmt.Sprint(seed)
-		}
-		if _, seen := failures[class]; !seen {
-			failures[class] = res
-			order = append(order, class)
+		for _, v := range res.violations {
+			class := v.Rule + " / " + res.plan.World.String()
+			if *flagRolloutAll {
+				class = fmt.Sprint(seed, " ", v.Rule)
+			}
+			if _, seen := failures[class]; !seen {
+				failures[class] = failure{res, v.Rule}
+				order = append(order, class)
+			}
 		}
 	}
 	t.Logf("%d rollouts: %v", len(seeds), total)
 	for _, class := range order {
-		res := failures[class]
-		shrunk := shrinkPlan(t, res)
-		t.Errorf("%s", formatFailure(res, shrunk))
+		f := failures[class]
+		shrunk := shrinkPlan(t, f.res, f.rule)
+		t.Errorf("%s", formatFailure(f.res, shrunk, f.rule))
 	}
+}
+
+// failure is a played plan and the rule it broke.
+type failure struct {
+	res  rolloutResult
+	rule string
 }
 
 func rolloutSeeds() []uint64 {
@@ -118,11 +123,27 @@ func (s rolloutStats) String() string {
 
 // rolloutResult is one played plan.
 type rolloutResult struct {
-	plan      rolloutPlan
-	violation *violation
-	trace     []string
-	stats     rolloutStats
+	plan       rolloutPlan
+	violations []*violation // the rules it broke, one violation per rule, in order
+	stopped    bool         // a broken rule ended the run
+	trace      []string
+	stats      rolloutStats
 }
+
+// broke returns the violation of rule, or nil.
+func (res rolloutResult) broke(rule string) *violation {
+	for _, v := range res.violations {
+		if v.Rule == rule {
+			return v
+		}
+	}
+	return nil
+}
+
+// continuable are the rules of a write's own answer (what Tx.All yields):
+// the model follows what the write did, so the run goes on after one is
+// broken, and a defect there does not hide the crash-edge ones after it.
+var continuable = map[string]bool{"tx-all": true}
 
 // rolloutFlags are what the run remembers of the rollout's history, for the
 // documented exclusions and refusals.
@@ -157,13 +178,16 @@ func (r *rolloutRun) logf(format string, args ...any) {
 	r.res.trace = append(r.res.trace, fmt.Sprintf(format, args...))
 }
 
-// fail records the first broken rule; the run stops at the end of the
-// restore or write that broke it.
+// fail records a broken rule (the first violation of each); unless the
+// rule is continuable, the run stops at the end of the restore or write
+// that broke it.
 func (r *rolloutRun) fail(v *violation) {
-	if r.res.violation == nil && v != nil {
-		r.res.violation = v
-		r.logf("  ✗ rule %q broken: %s", v.Rule, v.Msg)
+	if v == nil || r.res.stopped || r.res.broke(v.Rule) != nil {
+		return
 	}
+	r.res.violations = append(r.res.violations, v)
+	r.res.stopped = !continuable[v.Rule]
+	r.logf("  ✗ rule %q broken: %s", v.Rule, v.Msg)
 }
 
 func playPlan(t *testing.T, p rolloutPlan) rolloutResult {
@@ -205,7 +229,7 @@ func (r *rolloutRun) runStep(i int, st rolloutStep) bool {
 	}
 	if r.restore(st) {
 		for _, op := range st.Ops {
-			if !r.runOp(op) || r.res.violation != nil {
+			if !r.runOp(op) || r.res.stopped {
 				break
 			}
 		}
@@ -219,7 +243,7 @@ func (r *rolloutRun) runStep(i int, st rolloutStep) bool {
 	if st.Corrupt {
 		r.corrupt()
 	}
-	return r.res.violation != nil
+	return r.res.stopped
 }
 
 // excluded says why a step starts a sequence package migrate does not
@@ -274,7 +298,7 @@ func (r *rolloutRun) restore(st rolloutStep) bool {
 		return false
 	}
 	r.judgeRestore(st, rep, before, d0, torn, prevSteady)
-	return r.res.violation == nil
+	return !r.res.stopped
 }
 
 // steadyFor returns the record the steady-state rule compares this
@@ -327,7 +351,7 @@ func (r *rolloutRun) judgeRestore(st rolloutStep, rep migrate.Report[podKey], be
 		r.res.stats.steady++
 		r.fail(judgeSteady(prevSteady, rep, got))
 	}
-	if r.res.violation != nil {
+	if r.res.stopped {
 		return
 	}
 	r.model.resync(byC, a, movedAside || !before.exists)
@@ -650,13 +674,13 @@ func (r *rolloutRun) sweepOthers(tx *migrate.Tx[podKey, podAddr], op rolloutOp, 
 // fewer steps, fewer writes, fewer faults, cuts and corruptions, simpler
 // stops. Map order inside migrate can vary from run to run, so a candidate
 // counts as failing if any of six plays fails.
-func shrinkPlan(t *testing.T, res rolloutResult) rolloutResult {
+func shrinkPlan(t *testing.T, res rolloutResult, rule string) rolloutResult {
 	t.Helper()
 	best := res
 	for improved := true; improved; {
 		improved = false
 		for _, cand := range shrinkCandidates(best.plan) {
-			if got, ok := failsLike(t, cand, res.violation.Rule); ok {
+			if got, ok := failsLike(t, cand, rule); ok {
 				best, improved = got, true
 				break
 			}
@@ -668,7 +692,7 @@ func shrinkPlan(t *testing.T, res rolloutResult) rolloutResult {
 func failsLike(t *testing.T, p rolloutPlan, rule string) (rolloutResult, bool) {
 	t.Helper()
 	for range 6 {
-		if got := playPlan(t, p); got.violation != nil && got.violation.Rule == rule {
+		if got := playPlan(t, p); got.broke(rule) != nil {
 			return got, true
 		}
 	}
@@ -730,9 +754,9 @@ func shrinkStep(p rolloutPlan, i int) []rolloutPlan {
 
 // formatFailure prints a shrunk failure: the rule, the command that plays
 // it again, and the trace of the shrunk plan.
-func formatFailure(orig, shrunk rolloutResult) string {
+func formatFailure(orig, shrunk rolloutResult, rule string) string {
 	var b strings.Builder
-	v := shrunk.violation
+	v := shrunk.broke(rule)
 	fmt.Fprintf(&b, "rollout seed %d (%v) breaks rule %q: %s\n", orig.plan.Seed, orig.plan.World, v.Rule, v.Msg)
 	fmt.Fprintf(&b, "reproduce: go test ./internal/robustness -run 'TestRollout$' -robustness.rollout.seed=%d -v\n", orig.plan.Seed)
 	s0, o0 := orig.plan.size()
