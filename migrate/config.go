@@ -72,20 +72,22 @@ type Config[K comparable, V any] struct {
 
 	// Merge chooses the value of an entry both sides hold with values that
 	// Equal calls different, in phases 1 and 2 alike; the key comes with
-	// the value chosen. Nil means the default for the kind of legacy:
-	//
-	//   - PreferLegacy for a legacy the Store writes (a source.Writer):
-	//     what it holds that the checkpoint holds differently was written by
-	//     an old binary since, or is the trace of a phase-2 write that
-	//     crashed between the two sides and so was never acknowledged;
-	//   - PreferCheckpoint for a legacy that only observes (CRI), which
-	//     records less than the checkpoint (no interface name, no gateway).
-	//     If such a legacy can see a value change behind the checkpoint's
-	//     back (an old binary that changes values), use PreferLegacy.
+	// the value chosen. Nil means PreferLegacy, for both kinds of legacy:
+	// what legacy records differently from the checkpoint is newer (a
+	// write an old binary or a phase-0 run acknowledged since, which a
+	// legacy the Store writes holds and one that observes sees), or the
+	// trace of a write a crash cut short, which was never acknowledged and
+	// may go either way. Legacy's record wins, placeholders and all, and
+	// the checkpoint is rewritten with it, so that the next restore finds
+	// the two agreeing. A Merge that prefers the checkpoint keeps its richer
+	// record but lets an old binary's change lose, and, for a legacy the
+	// Store cannot write, reports the entry diverged at every restore. Over
+	// a checkpoint marked behind legacy Merge is not asked: legacy's record
+	// wins (see the package documentation).
 	//
 	// An entry whose values agree is served with the checkpoint's key and
-	// value for an observing legacy, and with legacy's key for one the
-	// Store writes.
+	// value for an observing legacy (its record is richer: CRI knows no
+	// interface name), and with legacy's key for one the Store writes.
 	Merge func(key K, fromCheckpoint, fromLegacy V) V
 
 	// Equal tells whether two values are the same, to report divergence.
@@ -173,10 +175,10 @@ type Config[K comparable, V any] struct {
 	Logger *zap.Logger
 }
 
-// PreferCheckpoint is the default Merge: the checkpoint's value wins.
+// PreferCheckpoint is a Merge under which the checkpoint's value wins.
 func PreferCheckpoint[K comparable, V any](_ K, fromCheckpoint, _ V) V { return fromCheckpoint }
 
-// PreferLegacy is a Merge under which legacy's value wins.
+// PreferLegacy is the default Merge: legacy's value wins.
 func PreferLegacy[K comparable, V any](_ K, _, fromLegacy V) V { return fromLegacy }
 
 // validate reports configuration mistakes with the fix in the message.

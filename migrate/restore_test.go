@@ -155,16 +155,9 @@ func crossCheck(onlyShadow, onlyServed, divg []string) *shadowWant {
 // staleByContent is what phases 1 and 2 make of staleC against legacyL:
 // legacy decides which entries exist in phase 1 (d dropped, c added); phase
 // 2 backfills c and keeps d as an orphan of an observing legacy, drops it
-// for one the Store writes. b diverges: the default Merge keeps the
-// checkpoint's 20 for an observing legacy, legacy's 2 for one the Store
-// writes; over a checkpoint marked behind legacy, legacy's 2 for both.
+// for one the Store writes. b diverges: the default Merge keeps legacy's 2.
 func staleByContent(p migrate.Phase, explicit bool, w want) want {
-	b := 20
-	if explicit || w.stale {
-		// Legacy's value wins for a legacy the Store writes, and for every
-		// legacy over a checkpoint marked behind it (w.stale on entry).
-		b = 2
-	}
+	b := 2 // legacy's value wins by default
 	w.diverged = []string{"b"}
 	w.readFrom = migrate.ReadCheckpointAndLegacy
 	w.served = map[string]int{"a": 1, "b": b, "c": 3}
@@ -669,27 +662,26 @@ func TestPruneOrphans(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"d"}, r.Pruned)
 	assert.Empty(t, r.Orphaned)
-	assert.Equal(t, map[string]int{"a": 1, "b": 20, "c": 3}, collect(s))
+	assert.Equal(t, map[string]int{"a": 1, "b": 2, "c": 3}, collect(s))
 	snap, err := w.checkpointEntries(t)
 	require.NoError(t, err)
 	assert.NotContains(t, snap.Entries, "d", "the pruned entry is gone from the checkpoint too")
 }
 
-// TestMergeDefaultsFollowTheLegacyKind: for an entry both sides hold with
-// different values, the default Merge keeps legacy's value when the Store
-// writes legacy and the checkpoint's when legacy only observes; a Merge the
-// user sets wins over both, and an explicit legacy is then brought in line
+// TestMergeDefaults: for an entry both sides hold with different values,
+// the default Merge keeps legacy's value, for both kinds of legacy; a Merge
+// the user sets wins, and an explicit legacy is then brought in line
 // with what is served.
-func TestMergeDefaultsFollowTheLegacyKind(t *testing.T) {
+func TestMergeDefaults(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		explicit bool
 		merge    func(string, int, int) int
 		want     int
 	}{
-		{"observing, default", false, nil, 20},
+		{"observing, default", false, nil, 2},
 		{"explicit, default", true, nil, 2},
-		{"observing, PreferLegacy", false, migrate.PreferLegacy[string, int], 2},
+		{"observing, PreferCheckpoint", false, migrate.PreferCheckpoint[string, int], 20},
 		{"explicit, PreferCheckpoint", true, migrate.PreferCheckpoint[string, int], 20},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -124,13 +124,7 @@ func New[K comparable, V any](cfg Config[K, V]) (*Store[K, V], error) {
 		s.explicit = countingWriter[K, V]{w: w, c: &s.stats}
 	}
 	if s.merge == nil {
-		// The default follows the kind of legacy: one the Store writes holds
-		// the old binary's acknowledged writes; one that only observes knows
-		// less than the checkpoint.
-		s.merge = PreferCheckpoint[K, V]
-		if s.explicit != nil {
-			s.merge = PreferLegacy[K, V]
-		}
+		s.merge = PreferLegacy[K, V] // see Config.Merge
 	}
 	if cfg.Checkpoint != nil {
 		if c, ok := cfg.Checkpoint.(checkpoint.Committer[K, V]); ok {

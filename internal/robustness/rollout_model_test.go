@@ -368,11 +368,19 @@ func judgeReportSides(f restoreFacts) *violation {
 	}
 	rep := f.rep
 	if f.bin.Phase == migrate.PhaseContract {
-		// "the checkpoint in phase 3"; "A side read only to compare is in
-		// Shadow"; with VolatileLegacy phase 3 "neither takes legacy as
-		// evidence nor compares with it".
-		if rep.ReadFrom != migrate.ReadCheckpoint && rep.ReadFrom != migrate.ReadNothing {
-			return bad("phase 3 read from %q", rep.ReadFrom)
+		// "the checkpoint in phase 3", and legacy too when phase 3 served
+		// what a legacy still configured holds and the checkpoint lacks
+		// (Report.Backfilled); "A side read only to compare is in Shadow";
+		// with VolatileLegacy phase 3 "neither takes legacy as evidence nor
+		// compares with it".
+		fromLegacy := len(rep.Backfilled) > 0
+		switch {
+		case !fromLegacy && rep.ReadFrom != migrate.ReadCheckpoint && rep.ReadFrom != migrate.ReadNothing:
+			return bad("phase 3 read from %q and backfilled nothing", rep.ReadFrom)
+		case fromLegacy && rep.ReadFrom != migrate.ReadCheckpointAndLegacy && rep.ReadFrom != migrate.ReadLegacy:
+			return bad("phase 3 backfilled %d entries and read from %q", len(rep.Backfilled), rep.ReadFrom)
+		case fromLegacy && f.world == volatileWorld:
+			return bad("phase 3 backfilled %d entries from a volatile legacy", len(rep.Backfilled))
 		}
 		if wantShadow := f.world != volatileWorld; (rep.Shadow != nil) != wantShadow {
 			return bad("phase 3 with %v: Report.Shadow is %v", f.world, rep.Shadow)
