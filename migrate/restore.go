@@ -159,13 +159,14 @@ func (s *Store[K, V]) count(out *built[K, V], r *Report[K]) {
 
 // backfillContract serves, in phase 3, what a legacy still configured holds
 // and the checkpoint lacks: it is in use (an observing legacy is never
-// stale: the runtime still has the sandbox), so handing it out as free
+// stale: the runtime still has the sandbox; a legacy the Store writes holds
+// every write acknowledged until phase 3 ran), so handing it out as free
 // would hand it out twice. Not for a volatile legacy, which holds nothing
-// after a restart, nor for a legacy the Store writes that phase 3 has left
-// behind (the checkpoint records phase 3, or is missing): what only it
-// holds, phase 3 may have deleted.
+// after a restart, nor for a legacy the Store writes that phase 3 may have
+// left behind: the checkpoint says phase 3 wrote it, or was moved aside
+// and cannot say (what only legacy holds, phase 3 may have deleted).
 func (s *Store[K, V]) backfillContract(out *built[K, V], in *sides[K, V], r *Report[K]) {
-	if s.explicit != nil && (!in.ck.usable || in.ck.meta.Phase == PhaseContract.String()) {
+	if s.explicit != nil && (in.ck.aside != nil || (in.ck.exists && in.ck.meta.Phase == PhaseContract.String())) {
 		return
 	}
 	idx := s.index(out.vals)

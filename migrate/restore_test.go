@@ -102,16 +102,17 @@ func fromLegacyOnly(p migrate.Phase, w want) want {
 
 // phase3 is phase 3 over a checkpoint holding ck (nil: none it can use),
 // written by ckPhase ("" for none): it serves ck and what legacy holds that
-// ck lacks (in use: an observing legacy is never stale), unless legacy is
-// one the Store writes and there is no checkpoint, or one phase 3 wrote,
-// to say that it is current; it cross-checks the rest, and saves when it
-// added anything or the file does not record phase 3 yet.
+// ck lacks (in use: an observing legacy is never stale, and one the Store
+// writes holds every write acknowledged until phase 3 ran), unless legacy
+// is one the Store writes and the file says phase 3 wrote it or was moved
+// aside; it cross-checks the rest, and saves when it added anything or the
+// file does not record phase 3 yet.
 func phase3(explicit bool, ck map[string]int, ckPhase string, w want) want {
 	served := maps.Clone(ck)
 	if served == nil {
 		served = map[string]int{}
 	}
-	backfill := !explicit || (ck != nil && ckPhase != "contract")
+	backfill := !explicit || (ckPhase != "contract" && !w.quarantined)
 	var onlyShadow, onlyServed, divg []string
 	for k, v := range legacyL {
 		switch cv, ok := ck[k]; {
@@ -141,7 +142,7 @@ func phase3(explicit bool, ck map[string]int, ckPhase string, w want) want {
 	default:
 		w.readFrom = migrate.ReadNothing
 	}
-	if len(w.backfilled) > 0 || ckPhase != "contract" || w.quarantined {
+	if len(w.backfilled) > 0 || ckPhase != "contract" || w.quarantined || w.stale {
 		return saved(migrate.PhaseContract, w)
 	}
 	return w
@@ -229,7 +230,7 @@ var restoreCases = []setup{
 			case migrate.PhaseExpand, migrate.PhaseMigrate:
 				return fromLegacyOnly(p, want{stale: true})
 			default:
-				return phase3(explicit, nil, "", want{stale: true})
+				return phase3(explicit, nil, "contract", want{stale: true})
 			}
 		},
 	},
