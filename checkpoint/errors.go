@@ -219,6 +219,15 @@ type EntryError struct {
 	Index int    // position in the file's entry list, from 0
 	Key   string // the key as it appears in the file (keys are not secret; values may be)
 	Err   error
+
+	raw string // the key's whole JSON, to find a later change to the same entry
+}
+
+// badEntry is the EntryError of the entry (or journal change) at index i,
+// whose line is line.
+func badEntry(i int, line []byte, err error) EntryError {
+	raw := rawKeyJSON(line)
+	return EntryError{Index: i, Key: shorten(raw), Err: err, raw: string(raw)}
 }
 
 // Error names the entry by position and key, not by value.

@@ -268,3 +268,37 @@ func TestVolatilePhase0OverANewerSchema(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int{"vm-1": 1}, collect(s), "rolling forward finds vm-1")
 }
+
+// TestJournalHistoryIsNotValidated: a value the rolled-back build's
+// WithValidate rejects, which a later write replaced, lives on only in the
+// journal's history; a rollback from phase 3 must start (issue 22, item 3:
+// it failed with ErrUnsafeRestore, the file that says legacy is stale
+// having "unreadable entries").
+func TestJournalHistoryIsNotValidated(t *testing.T) {
+	ctx := context.Background()
+	reg := &migratetest.Explicit[string, int]{}
+	cp := checkpoint.NewMemory[string, int]()
+	s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseContract, Legacy: reg, Checkpoint: checkpointtest.Reopen(t, cp, checkpoint.WithJournal())})
+	require.NoError(t, err)
+	_, err = s.Restore(ctx)
+	require.NoError(t, err)
+	require.NoError(t, s.Put(ctx, "k", -666))
+	require.NoError(t, s.Put(ctx, "k", 1))
+	require.NoError(t, s.Close())
+	require.NotEmpty(t, checkpointtest.Journal(cp), "the history is in the journal")
+
+	nonNegative := checkpoint.WithValidate(func(_ string, v int) error {
+		if v < 0 {
+			return errors.New("negative")
+		}
+		return nil
+	})
+	s, err = migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Legacy: reg, Checkpoint: checkpointtest.Reopen(t, cp, checkpoint.WithJournal(), nonNegative)})
+	require.NoError(t, err)
+	defer s.Close()
+	r, err := s.Restore(ctx)
+	require.NoError(t, err)
+	assert.NotEmpty(t, r.LegacyStale, "legacy is healed from the checkpoint phase 3 wrote")
+	assert.Equal(t, map[string]int{"k": 1}, collect(s))
+	assert.Equal(t, map[string]int{"k": 1}, reg.Snapshot())
+}
