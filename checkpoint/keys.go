@@ -296,6 +296,8 @@ func keyTypeProblem(t reflect.Type, path string, depth int) string {
 		return at + " is a pointer: JSON stores what it points to, and reading it back makes a new pointer, never == to the old one; use a value"
 	case t.Kind() == reflect.Interface:
 		return at + " is an interface: JSON reads it back as whatever the JSON looks like (a float64 for a number, a map for a struct), not as what was stored; use a concrete type"
+	case t.Kind() == reflect.Chan || t.Kind() == reflect.UnsafePointer || t.Kind() == reflect.Complex64 || t.Kind() == reflect.Complex128:
+		return at + " is a " + t.Kind().String() + ", which JSON cannot encode"
 	case t.Kind() == reflect.Array:
 		return keyTypeProblem(t.Elem(), path+"[]", depth+1)
 	case t.Kind() == reflect.Struct:

@@ -119,6 +119,8 @@ func TestKeyTypesRefusedAtOpen(t *testing.T) {
 		"interface":        {checkpoint.CheckKeyType[any], openAs[any], "the key is an interface"},
 		"json:\"-\"":       {checkpoint.CheckKeyType[hidden], openAs[hidden], `field Salt (string) is tagged json:"-"`},
 		"nested pointer":   {checkpoint.CheckKeyType[nested], openAs[nested], "field Ref.Ref (*int) is a pointer"},
+		"channel":          {checkpoint.CheckKeyType[chan int], openAs[chan int], "the key is a chan, which JSON cannot encode"},
+		"complex field":    {checkpoint.CheckKeyType[struct{ Z complex128 }], openAs[struct{ Z complex128 }], "field Z (complex128) is a complex128"},
 		"embedded string":  {checkpoint.CheckKeyType[embedsUnexported], openAs[embedsUnexported], "field shard (checkpoint_test.shard) is unexported"},
 	}
 	for name, c := range cases {
