@@ -51,14 +51,14 @@ func (ov *overlay[K, V]) lookup(id K) (K, V, bool) {
 }
 
 // resolve turns ops into plans against the overlay. A Delete of an absent
-// entry stays only where it reaches a legacy the Store writes.
+// entry stays only where it reaches an explicit legacy.
 func (s *Store[K, V]) resolve(ov *overlay[K, V], ops []op[K, V]) []plan[K, V] {
 	plans := make([]plan[K, V], 0, len(ops))
 	for _, o := range ops {
 		p := plan[K, V]{op: o}
 		p.oldKey, p.oldVal, p.existed = ov.lookup(o.id)
 		if o.del && !p.existed {
-			// Nothing in memory, but a legacy the Store writes may still
+			// Nothing in memory, but an explicit legacy may still
 			// hold the key (an entry a partial listing could not read, a
 			// write whose undo failed): a Delete reaches it there.
 			if !s.writesLegacy() {

@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// The legacy side of a commit: a legacy the Store writes takes one write
+// The legacy side of a commit: an explicit legacy takes one write
 // per change, each undone when the commit fails; an undo that fails leaves
 // strays, which the next commit writes back in line first.
 

@@ -59,7 +59,7 @@ type Report[K comparable] struct {
 	// Behind what it left.
 	Behind       string
 	LegacyStale  string // why legacy was not trusted; "" if it was
-	LegacyWrites int    // writes restore made to bring a legacy the Store writes in line with what is served
+	LegacyWrites int    // writes restore made to bring an explicit legacy in line with what is served
 	Quarantined  string // where an unreadable checkpoint was moved; "" if none
 
 	CheckpointRewritten bool // the checkpoint was saved before Restore returned

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/source"
@@ -36,7 +38,7 @@ type legacyView[K comparable, V any] struct {
 }
 
 // soleCopy reports whether the checkpoint whose header is m is the only
-// side that can hold the state: in phase 3, which writes nothing else, and
+// side that can hold the state (rule 4): in phase 3, which writes nothing else, and
 // in every phase with a legacy that does not survive a restart - unless m
 // says the checkpoint is behind legacy, whose state then died with the run
 // that left it behind. A checkpoint that is the sole copy is never moved
@@ -103,8 +105,8 @@ func unreadable(err error) bool {
 	return errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, checkpoint.ErrNewerSchema) || errors.Is(err, checkpoint.ErrOlderSchema)
 }
 
-// refuseUnreadable applies the rules for a checkpoint that cannot be read
-// in full; partial says some entries could be. A nil result means: move it
+// refuseUnreadable applies rules 2 to 5 to a checkpoint that cannot be
+// read in full; partial says some entries could be. A nil result means: move it
 // aside and go on.
 func (s *Store[K, V]) refuseUnreadable(meta checkpoint.Meta, err error, partial bool) error {
 	const left = "the file was left in place for inspection"
@@ -148,14 +150,14 @@ func (s *Store[K, V]) soleCopyWhy() string {
 func (s *Store[K, V]) recovery() string {
 	how := "check it with `phaseshift verify PATH` and put the last good file back with `phaseshift restore-prev PATH`"
 	if s.cfg.Legacy != nil && s.explicit == nil && !s.cfg.VolatileLegacy {
-		// An observing legacy is never stale: phase 2 rebuilds from it.
+		// An implicit legacy is never stale: phase 2 rebuilds from it.
 		how += ", or run phase 2 (migrate) once to rebuild it from legacy"
 	}
 	return how + "; to serve what can be read and lose the rest, set Config.DiscardUnreadableCheckpoint"
 }
 
 // judgeCheckpoint decides, from the header of the checkpoint, whether it
-// is stale.
+// is stale (rules 3 and 7).
 func (s *Store[K, V]) judgeCheckpoint(c *ckptView[K, V], r *Report[K]) {
 	m := c.meta
 	// With a boot epoch, a checkpoint from an earlier boot is stale: its
@@ -207,7 +209,7 @@ func (s *Store[K, V]) earlierBoot(m checkpoint.Meta) bool {
 }
 
 // readLegacy lists legacy. Strict fails on any listing that is not
-// complete; otherwise the rules decide whether restore can go on without
+// complete (rule 2); otherwise the rules decide whether restore can go on without
 // it.
 func (s *Store[K, V]) readLegacy(ctx context.Context) (legacyView[K, V], error) {
 	var l legacyView[K, V]
@@ -232,6 +234,61 @@ func (s *Store[K, V]) readLegacy(ctx context.Context) (legacyView[K, V], error) 
 	return l, nil
 }
 
-func restoreErr(format string, args ...any) error {
-	return fmt.Errorf("migrate: restore: "+format, args...)
+// dedupe removes from m every key whose identity another key of m has, and
+// reports it (rule 22): Match says they are one entry, so only one can be served. It
+// keeps, deterministically, the key whose record the reference side ref
+// holds (its key and value, then its key; for legacy, the checkpoint: the
+// write it acknowledged), and otherwise the least key in the order of its
+// text. It returns the keys it removed.
+func (s *Store[K, V]) dedupe(m, ref map[K]V, side string, r *Report[K]) []K {
+	if s.match == nil || len(m) == 0 {
+		return nil
+	}
+	byID := make(map[K][]K, len(m))
+	dup := false
+	for k := range m {
+		id := s.match(k)
+		byID[id] = append(byID[id], k)
+		dup = dup || len(byID[id]) > 1
+	}
+	if !dup {
+		return nil
+	}
+	var refIdx map[K]K
+	if len(ref) > 0 {
+		refIdx = s.index(ref)
+	}
+	var removed []K
+	for id, ks := range byID {
+		if len(ks) < 2 {
+			continue
+		}
+		keep := s.keepOf(ks, m, ref, refIdx, id)
+		for _, k := range ks {
+			if k == keep {
+				continue
+			}
+			r.Errors = append(r.Errors, fmt.Errorf("%s: keys %v and %v match the same entry; keeping %v", side, keep, k, keep))
+			delete(m, k)
+			removed = append(removed, k)
+		}
+	}
+	return removed
+}
+
+// keepOf picks the key of ks (keys of m with identity id) that dedupe keeps.
+func (s *Store[K, V]) keepOf(ks []K, m, ref map[K]V, refIdx map[K]K, id K) K {
+	if rk, ok := refIdx[id]; ok {
+		for _, k := range ks {
+			if k == rk && s.equal(m[k], ref[rk]) {
+				return k
+			}
+		}
+		for _, k := range ks {
+			if k == rk {
+				return k
+			}
+		}
+	}
+	return slices.MinFunc(ks, func(a, b K) int { return strings.Compare(fmt.Sprintf("%#v", a), fmt.Sprintf("%#v", b)) })
 }

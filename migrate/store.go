@@ -72,7 +72,7 @@ type Store[K comparable, V any] struct {
 	token chan struct{}
 
 	// Guarded by token.
-	// strays holds, by identity, the keys a legacy the Store writes may hold
+	// strays holds, by identity, the keys an explicit legacy may hold
 	// against memory's word: writes whose undo failed. The next commit
 	// writes legacy back in line for them first.
 	strays map[K][]K

@@ -207,7 +207,9 @@ func TestMatrix(t *testing.T) {
 			// entry's next write, which such a Merge keeps and the
 			// steady-state check reports (see Config.Merge).
 			cfg := ipamConfig()
-			wrap(&cfg, func(_ migrate.Phase, mc *migrate.Config[ipamKey, alloc]) { mc.Merge = migrate.PreferCheckpoint[ipamKey, alloc] })
+			wrap(&cfg, func(_ migrate.Phase, mc *migrate.Config[ipamKey, alloc]) {
+				mc.Merge = migrate.PreferCheckpoint[ipamKey, alloc]
+			})
 			cfg.Immutable, cfg.NewBinaryInPhase0, cfg.Corruption, cfg.NoCrashes = false, true, true, true
 			cfg.MaxLen, cfg.Seed = 4, 14
 			return migratetest.Matrix(t, cfg)
