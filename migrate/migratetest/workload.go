@@ -317,12 +317,7 @@ func (r *run[K, V]) situation(p migrate.Phase, b build, mc migrate.Config[K, V])
 		writesLegacy: r.w.exp != nil && mc.Legacy != nil && p != migrate.PhaseContract,
 		behind:       r.acks.behind,
 	}
-	// The checkpoint is the only copy of the state in phase 3, and with a
-	// volatile legacy in every phase that reads it (phase 0 of this
-	// package included) unless a phase-0 run left it behind: its state
-	// then died with that run.
-	marked := f.readable && (f.meta.Behind != "" || f.meta.Phase == migrate.PhaseLegacy.String())
-	sit.soleCopy = hasCkpt && (p == migrate.PhaseContract || (mc.VolatileLegacy && !marked))
+	sit.soleCopy = hasCkpt && soleCopy(p, mc.VolatileLegacy, f)
 	sit.usable = hasCkpt && f.readable && !sit.newer && !sit.bootOld
 	sit.staleLegacy = f.readable && !sit.bootOld && sit.writesLegacy && f.meta.Phase == migrate.PhaseContract.String()
 	return sit
@@ -375,6 +370,15 @@ func (r *run[K, V]) inject(hasCkpt, hasLegacy bool) {
 		r.w.hide[r.a.match(k)] = true
 	}
 	r.logf("  the next listing cannot read %d entries", len(r.w.hide))
+}
+
+// soleCopy reports whether the checkpoint f is the only copy of the state:
+// in phase 3, and with a volatile legacy in every phase that reads it
+// (phase 0 of this package included) unless a phase-0 run left it behind,
+// whose state then died with that run.
+func soleCopy(p migrate.Phase, volatile bool, f fileState) bool {
+	marked := f.readable && (f.meta.Behind != "" || f.meta.Phase == migrate.PhaseLegacy.String())
+	return p == migrate.PhaseContract || (volatile && !marked)
 }
 
 // fileState reads the checkpoint as the newer build would.
