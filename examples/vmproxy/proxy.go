@@ -190,8 +190,15 @@ func newProxy(ctx context.Context, cfg proxyConfig) (*proxy, migrate.Report[stri
 		Phase:      cfg.Phase,
 		Checkpoint: cfg.Checkpoint,
 		Strict:     cfg.Strict,
-		Version:    writer(),
-		Logger:     log,
+		// Best effort, as the cc-proxy review asked: with the registry
+		// in memory the checkpoint is the only copy, so by default an
+		// unreadable one would keep the proxy from starting at all; here
+		// it is moved aside (kept for an operator) and the proxy starts
+		// with the VMs it can read. --error-on-failure-to-restore refuses
+		// instead, leaving the file as it is. See README.md.
+		DiscardUnreadableCheckpoint: !cfg.Strict,
+		Version:                     writer(),
+		Logger:                      log,
 		// The registry lived in memory: it is empty after every restart,
 		// which says nothing about which VMs exist.
 		VolatileLegacy: true,
