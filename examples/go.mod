@@ -6,6 +6,7 @@ require (
 	github.com/containernetworking/cni v1.3.0
 	github.com/containernetworking/plugins v1.7.1
 	github.com/phaseshift/phaseshift v0.0.0-00010101000000-000000000000
+	github.com/phaseshift/phaseshift/metrics v0.0.0-00010101000000-000000000000
 	github.com/phaseshift/phaseshift/source/cri v0.0.0-00010101000000-000000000000
 	github.com/phaseshift/phaseshift/source/hostlocal v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.11.1
@@ -40,6 +41,7 @@ require (
 
 replace (
 	github.com/phaseshift/phaseshift => ../
+	github.com/phaseshift/phaseshift/metrics => ../metrics
 	github.com/phaseshift/phaseshift/source/cri => ../source/cri
 	github.com/phaseshift/phaseshift/source/hostlocal => ../source/hostlocal
 )
