@@ -107,9 +107,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect reads the Store (Stats, and the origin of the Report's open
-// entries) and the checkpoint's journal once, and sends every metric. The
-// journal's state waits for a checkpoint save in progress.
+// Collect reads the Store's Stats and the checkpoint's journal once, and
+// the origin of each of the Report's open entries, and sends every metric.
+// The journal's state waits for a checkpoint save in progress.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.stats()
 	send := func(m metric, v float64, labels ...string) {

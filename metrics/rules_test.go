@@ -74,6 +74,7 @@ func TestRulesTestsCatchABrokenGate(t *testing.T) {
 		{"an absent job not counted", `expr: absent(up{job="ipamd"})`, `expr: absent(up{job="ipamd"}) and up`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			require.Equal(t, 1, strings.Count(string(rules), c.from), "the change applies once")
 			dir := t.TempDir()
 			broken := strings.Replace(string(rules), c.from, c.to, 1)
