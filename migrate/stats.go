@@ -11,7 +11,8 @@ import (
 // database/sql's DBStats: cheap to read (atomic loads, and a read lock for
 // Entries), so a metrics scrape can call Stats every time. Counts of
 // writes count calls that returned; a group commit counts once, whatever
-// it carried.
+// it carried. Package github.com/phaseshift/phaseshift/metrics exports
+// them, with what the Report of Restore still says, to Prometheus.
 type Stats struct {
 	Phase   Phase
 	Entries int // entries served now

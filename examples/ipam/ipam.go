@@ -13,9 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/metrics"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/source/cri"
 )
@@ -93,8 +95,9 @@ var ErrPoolExhausted = errors.New("ipam: no free address in the pool")
 // turn comes and records it in the same commit; concurrent ADDs are
 // group-committed.
 type IPAM struct {
-	store *migrate.Store[Key, Alloc]
-	pool  netip.Prefix
+	store   *migrate.Store[Key, Alloc]
+	pool    netip.Prefix
+	metrics *metrics.Collector // the store's metrics, from its restore on
 }
 
 // Options configure Open.
@@ -146,6 +149,15 @@ func Open(ctx context.Context, o Options) (*IPAM, migrate.Report[Key], error) {
 		store.Close()
 		return nil, rep, err
 	}
+	var mopts []metrics.Option
+	if f, ok := cfg.Checkpoint.(*checkpoint.File[Key, Alloc]); ok {
+		mopts = append(mopts, metrics.WithCheckpoint(f))
+	}
+	col, err := metrics.New(store, rep, mopts...)
+	if err != nil {
+		store.Close()
+		return nil, rep, err
+	}
 	seen := map[netip.Addr]Key{}
 	for k, v := range store.All() {
 		for _, ip := range v.IPs {
@@ -157,7 +169,7 @@ func Open(ctx context.Context, o Options) (*IPAM, migrate.Report[Key], error) {
 			seen[ip] = k
 		}
 	}
-	return &IPAM{store: store, pool: o.Pool}, rep, nil
+	return &IPAM{store: store, pool: o.Pool, metrics: col}, rep, nil
 }
 
 // Add assigns an address to key (a CNI ADD) for pod (zero if the runtime
@@ -283,8 +295,9 @@ func (m *IPAM) Entries() map[Key]Alloc {
 	return out
 }
 
-// Stats returns the store's counters, for metrics.
-func (m *IPAM) Stats() migrate.Stats { return m.store.Stats() }
+// Metrics returns the Prometheus collector of the store (package
+// metrics): what --metrics serves.
+func (m *IPAM) Metrics() prometheus.Collector { return m.metrics }
 
 // Close closes the store and releases the checkpoint's lock.
 func (m *IPAM) Close() error { return m.store.Close() }

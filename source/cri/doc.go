@@ -110,8 +110,10 @@
 // source.Writer, because the runtime learns of a sandbox by creating it.
 //
 // This package and critest are the only ones in phaseshift that import
-// gRPC and k8s.io/cri-api: a daemon that imports them takes on those
-// modules, at least at the versions phaseshift's go.mod requires.
+// gRPC and k8s.io/cri-api, and they are a module of their own
+// (github.com/phaseshift/phaseshift/source/cri): a daemon that imports
+// them takes on those modules, at least at the versions this module's
+// go.mod requires; one that does not keeps its own versions.
 //
 // # Testing
 //
