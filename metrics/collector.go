@@ -29,7 +29,7 @@ type reportCounts struct {
 	readFrom                        migrate.Sides
 	restored, dropped, pruned, errs int
 	stale, legacyStale, quarantined bool
-	shadowDiffers                   bool
+	behind, shadowDiffers           bool
 }
 
 // openCounts are the Report's backfilled, orphaned and diverged entries
@@ -74,7 +74,7 @@ func countsOf[K comparable](r migrate.Report[K]) reportCounts {
 		readFrom: r.ReadFrom,
 		restored: r.Restored, dropped: len(r.Dropped), pruned: len(r.Pruned), errs: len(r.Errors),
 		stale: r.Stale != "", legacyStale: r.LegacyStale != "", quarantined: r.Quarantined != "",
-		shadowDiffers: r.Shadow != nil && !r.Shadow.Agrees(),
+		behind: r.Behind != "", shadowDiffers: r.Shadow != nil && !r.Shadow.Agrees(),
 	}
 }
 
@@ -138,6 +138,7 @@ func (c *Collector) collectRestore(last migrate.RestoreStats, send func(metric, 
 	send(mRestoreReadFrom, 1, string(r.readFrom))
 	send(mRestoreStale, b2f(r.stale), "checkpoint")
 	send(mRestoreStale, b2f(r.legacyStale), "legacy")
+	send(mCheckpointBehind, b2f(r.behind))
 	send(mRestoreQuarantined, b2f(r.quarantined))
 	send(mRestoreShadowDiffers, b2f(r.shadowDiffers))
 	send(mRestoreTimestamp, float64(last.At.UnixNano())/1e9)

@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -39,7 +40,7 @@ func open(t *testing.T, path string, phase migrate.Phase, legacy map[string]int)
 	ctx := context.Background()
 	f, err := checkpoint.Open[string, int](ctx, path, checkpoint.WithJournal())
 	require.NoError(t, err)
-	s, err := migrate.New(migrate.Config[string, int]{Phase: phase, Legacy: observing(legacy), Checkpoint: f})
+	s, err := migrate.New(migrate.Config[string, int]{Phase: phase, Legacy: observing(legacy), Checkpoint: f, Equal: sameInt})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	rep, err := s.Restore(ctx)
@@ -193,7 +194,7 @@ func TestCollectorSettlesByIdentity(t *testing.T) {
 	openMatched := func(phase migrate.Phase, legacy map[string]int) (*migrate.Store[string, int], migrate.Report[string]) {
 		f, err := checkpoint.Open[string, int](ctx, path)
 		require.NoError(t, err)
-		s, err := migrate.New(migrate.Config[string, int]{Phase: phase, Legacy: observing(legacy), Checkpoint: f, Match: byID})
+		s, err := migrate.New(migrate.Config[string, int]{Phase: phase, Legacy: observing(legacy), Checkpoint: f, Match: byID, Equal: sameInt})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = s.Close() })
 		rep, err := s.Restore(ctx)
@@ -239,7 +240,7 @@ func TestNewRefuses(t *testing.T) {
 	t.Run("store not restored", func(t *testing.T) {
 		f, err := checkpoint.Open[string, int](ctx, filepath.Join(t.TempDir(), "other.json"))
 		require.NoError(t, err)
-		s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Legacy: observing(nil), Checkpoint: f})
+		s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Legacy: observing(nil), Checkpoint: f, Equal: sameInt})
 		require.NoError(t, err)
 		defer s.Close()
 		_, err = metrics.New(s, n.report)
@@ -268,4 +269,37 @@ func TestNewRefuses(t *testing.T) {
 		require.ErrorIs(t, err, metrics.ErrInvalidArgument)
 		assert.ErrorContains(t, err, "WithCheckpoint")
 	})
+}
+
+// sameInt is Config.Equal for an implicit legacy that records whole values.
+func sameInt(a, b int) bool { return a == b }
+
+// TestCollectorCheckpointBehind: a phase-2 restore during a runtime outage
+// leaves the checkpoint marked behind legacy (phase 3 would refuse it), and
+// the restart that reads the runtime in full clears the mark: one healing
+// restart clears the gate, though that restart found the checkpoint stale.
+func TestCollectorCheckpointBehind(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.json")
+	first := open(t, path, migrate.PhaseMigrate, map[string]int{"a": 1})
+	require.NoError(t, first.store.Close())
+
+	f, err := checkpoint.Open[string, int](ctx, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	down := source.Func[string, int](func(context.Context) (map[string]int, error) {
+		return nil, errors.New("connection refused")
+	})
+	s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Legacy: down, Checkpoint: f, Equal: sameInt})
+	require.NoError(t, err)
+	rep, err := s.Restore(ctx)
+	require.NoError(t, err)
+	c, err := metrics.New(s, rep)
+	require.NoError(t, err)
+	assert.Equal(t, 1.0, value(t, c, "phaseshift_checkpoint_behind"))
+	require.NoError(t, s.Close())
+
+	healed := open(t, path, migrate.PhaseMigrate, map[string]int{"a": 1})
+	c = collector(t, healed)
+	assert.Equal(t, 0.0, value(t, c, "phaseshift_checkpoint_behind"), "the mark is cleared by this restart")
+	assert.Equal(t, 1.0, value(t, c, "phaseshift_restore_stale", "side", "checkpoint"), "which found it")
 }

@@ -18,6 +18,7 @@
 //	                                          dropped, orphaned, pruned, diverged, errors
 //	phaseshift_restore_read_from{sides}       1 for the sides the last restore read from
 //	phaseshift_restore_stale{side}            1 if it found the checkpoint or legacy stale
+//	phaseshift_checkpoint_behind              1 if it left the checkpoint marked behind legacy
 //	phaseshift_restore_quarantined            1 if it moved an unreadable checkpoint aside
 //	phaseshift_restore_shadow_differs         1 if a side read only to compare differed
 //	phaseshift_restore_timestamp_seconds      when it finished

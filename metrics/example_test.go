@@ -37,7 +37,10 @@ func ExampleNew() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		store, err := migrate.New(migrate.Config[string, string]{Phase: phase, Legacy: listing, Checkpoint: file})
+		store, err := migrate.New(migrate.Config[string, string]{
+			Phase: phase, Legacy: listing, Checkpoint: file,
+			Equal: func(a, b string) bool { return a == b }, // the runtime records the whole value here
+		})
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -13,6 +13,7 @@ const (
 	mRestoreEntries
 	mRestoreReadFrom
 	mRestoreStale
+	mCheckpointBehind
 	mRestoreQuarantined
 	mRestoreShadowDiffers
 	mRestoreTimestamp
@@ -49,6 +50,8 @@ var specs = [numMetrics]spec{
 		"1 for the sides the last restore built the served state from: legacy, checkpoint, checkpoint+legacy or nothing."},
 	mRestoreStale: {"phaseshift_restore_stale", prometheus.GaugeValue, []string{"side"},
 		"1 if the last restore found the side (checkpoint or legacy) stale, and did not trust it as it was."},
+	mCheckpointBehind: {"phaseshift_checkpoint_behind", prometheus.GaugeValue, nil,
+		"1 if the checkpoint, as the last restore left it, is marked behind legacy (a phase-0 run, or a run that could not read legacy in full): phase 3 refuses it until a run reads legacy in full."},
 	mRestoreQuarantined: {"phaseshift_restore_quarantined", prometheus.GaugeValue, nil,
 		"1 if the last restore moved an unreadable checkpoint aside."},
 	mRestoreShadowDiffers: {"phaseshift_restore_shadow_differs", prometheus.GaugeValue, nil,

@@ -45,7 +45,8 @@ func runPromtool(t *testing.T, dir string, args ...string) (string, bool) {
 }
 
 // TestRules: the shipped rules are valid and pass their tests (a healthy
-// fleet, divergence, a stale side, a quarantined file, a node missing).
+// fleet, divergence, a checkpoint left behind legacy and healed, a
+// quarantined file, a node missing).
 func TestRules(t *testing.T) {
 	out, ok := runPromtool(t, ".", "check", "rules", rulesFile)
 	require.True(t, ok, "promtool check rules:\n%s", out)
@@ -66,7 +67,8 @@ func TestRulesTestsCatchABrokenGate(t *testing.T) {
 	}{
 		{"the phase-3 threshold raised", `kind=~"diverged|orphaned|errors"} > 0`, `kind=~"diverged|orphaned|errors"} > 1`},
 		{"orphans left out of the phase-3 gate", `kind=~"diverged|orphaned|errors"}`, `kind=~"diverged|errors"}`},
-		{"a stale legacy left out", `phaseshift_restore_stale{job="ipamd"} > 0`, `phaseshift_restore_stale{job="ipamd", side="checkpoint"} > 0`},
+		{"the mark left out", `phaseshift_checkpoint_behind{job="ipamd"} > 0`, `phaseshift_checkpoint_behind{job="ipamd"} > 1`},
+		{"a stale side the restore healed blocks phase 3", `phaseshift_checkpoint_behind{job="ipamd"} > 0`, `phaseshift_restore_stale{job="ipamd"} > 0`},
 		{"a skipped phase let through", `expr: phaseshift_phase{job="ipamd"} < 2`, `expr: phaseshift_phase{job="ipamd"} < 1`},
 		{"quarantine ignored before phase 2", `phaseshift_restore_quarantined{job="ipamd"} > 0 and on (job, instance) phaseshift_phase{job="ipamd"} == 1`,
 			`phaseshift_restore_quarantined{job="ipamd"} > 1 and on (job, instance) phaseshift_phase{job="ipamd"} == 1`},
@@ -126,7 +128,7 @@ func exportedMetrics(t *testing.T) map[string][]string {
 		require.NotNil(t, m, "unexpected Desc format: %s", d)
 		out[m[1]] = strings.Fields(m[2])
 	}
-	require.Len(t, out, 19)
+	require.Len(t, out, 20)
 	return out
 }
 

@@ -52,6 +52,7 @@ type RestoreStats struct {
 	Restored, FromCheckpoint, FromLegacy                    int
 	Backfilled, Dropped, Orphaned, Pruned, Diverged, Errors int
 	Stale, LegacyStale, Quarantined, CheckpointRewritten    bool
+	Behind                                                  bool // Report.Behind is set: the checkpoint is marked behind legacy
 	LegacyWrites                                            int
 	// ShadowDiffers is whether a side read only to compare (Report.Shadow)
 	// differs from what is served.
@@ -97,7 +98,7 @@ func restoreStats[K comparable](r *Report[K]) *RestoreStats {
 		Restored: r.Restored, FromCheckpoint: r.FromCheckpoint, FromLegacy: r.FromLegacy,
 		Backfilled: len(r.Backfilled), Dropped: len(r.Dropped), Orphaned: len(r.Orphaned), Pruned: len(r.Pruned),
 		Diverged: len(r.Diverged), Errors: len(r.Errors),
-		Stale: r.Stale != "", LegacyStale: r.LegacyStale != "", Quarantined: r.Quarantined != "",
+		Stale: r.Stale != "", LegacyStale: r.LegacyStale != "", Quarantined: r.Quarantined != "", Behind: r.Behind != "",
 		CheckpointRewritten: r.CheckpointRewritten, LegacyWrites: r.LegacyWrites,
 		ShadowDiffers: r.Shadow != nil && !r.Shadow.Agrees(),
 	}
