@@ -2,13 +2,24 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"time"
 
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
 )
 
-func init() {
-	verbs["delete"] = &verb{
+// deleteOptions are delete's flags.
+type deleteOptions struct {
+	lockWait time.Duration
+}
+
+func (o *deleteOptions) AddFlags(fs *flag.FlagSet) { addLockWaitFlag(fs, &o.lockWait) }
+
+func newDeleteCommand() *command {
+	o := &deleteOptions{}
+	return &command{
+		name:    "delete",
 		summary: "remove one entry (a leaked one) from a checkpoint, durably",
 		args:    "PATH KEY",
 		about: `delete removes the entry of KEY (as JSON, see phaseshift get --help) from
@@ -23,12 +34,12 @@ and would write the entry back at its next save.`,
 			"phaseshift delete /var/run/ipamd/state.json '{\"network\":\"aws-cni\",\"containerID\":\"c1\",\"ifName\":\"eth0\"}'",
 			"phaseshift delete --lock-wait 30s /var/run/vmproxy/state.json '\"vm-17\"'",
 		},
-		flags: []string{"lock-wait"},
-		run:   runDelete,
+		addFlags: o.AddFlags,
+		run:      func(ctx context.Context, e *env, args []string) error { return runDelete(ctx, e, o, args) },
 	}
 }
 
-func runDelete(ctx context.Context, e *env, o *options, args []string) (err error) {
+func runDelete(ctx context.Context, e *env, o *deleteOptions, args []string) (err error) {
 	if err := wantArgs(args, "PATH", "KEY"); err != nil {
 		return err
 	}

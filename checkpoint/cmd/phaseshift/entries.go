@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math/big"
@@ -13,8 +14,17 @@ import (
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
 )
 
-func init() {
-	verbs["list"] = &verb{
+// listOptions are list's flags.
+type listOptions struct {
+	ignoreChecksum bool
+}
+
+func (o *listOptions) AddFlags(fs *flag.FlagSet) { addIgnoreChecksumFlag(fs, &o.ignoreChecksum) }
+
+func newListCommand() *command {
+	o := &listOptions{}
+	return &command{
+		name:    "list",
 		summary: "print every entry as a JSON line {\"key\":...,\"value\":...}",
 		args:    "PATH",
 		about: `list prints the entries a daemon would restore from PATH, one JSON object
@@ -28,10 +38,22 @@ some entries cannot be read (a key twice), list prints the others and exits 4.`,
 			"phaseshift list /var/run/ipamd/state.json | jq -c 'select(.value.ip == \"10.0.0.7\")'",
 			"phaseshift list --ignore-checksum /var/run/ipamd/state.json | wc -l",
 		},
-		flags: []string{"ignore-checksum"},
-		run:   runList,
+		addFlags: o.AddFlags,
+		run:      func(ctx context.Context, e *env, args []string) error { return runList(ctx, e, o, args) },
 	}
-	verbs["get"] = &verb{
+}
+
+// getOptions are get's flags.
+type getOptions struct {
+	ignoreChecksum bool
+}
+
+func (o *getOptions) AddFlags(fs *flag.FlagSet) { addIgnoreChecksumFlag(fs, &o.ignoreChecksum) }
+
+func newGetCommand() *command {
+	o := &getOptions{}
+	return &command{
+		name:    "get",
 		summary: "print one entry as a JSON line; KEY is JSON",
 		args:    "PATH KEY",
 		about: `get prints the entry of KEY in PATH as one JSON line {"key":...,"value":...}.
@@ -43,12 +65,12 @@ spacing and field order do not matter. It exits 1 if there is no such key.`,
 			"phaseshift get /var/run/vmproxy/state.json '\"vm-17\"' | jq .value",
 			"phaseshift get /var/run/app/state.json -- -1",
 		},
-		flags: []string{"ignore-checksum"},
-		run:   runGet,
+		addFlags: o.AddFlags,
+		run:      func(ctx context.Context, e *env, args []string) error { return runGet(ctx, e, o, args) },
 	}
 }
 
-func runList(ctx context.Context, e *env, o *options, args []string) error {
+func runList(ctx context.Context, e *env, o *listOptions, args []string) error {
 	if err := wantArgs(args, "PATH"); err != nil {
 		return err
 	}
@@ -69,7 +91,7 @@ func runList(ctx context.Context, e *env, o *options, args []string) error {
 	return nil
 }
 
-func runGet(ctx context.Context, e *env, o *options, args []string) error {
+func runGet(ctx context.Context, e *env, o *getOptions, args []string) error {
 	if err := wantArgs(args, "PATH", "KEY"); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,8 +15,17 @@ import (
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
 )
 
-func init() {
-	verbs["inspect"] = &verb{
+// inspectOptions are inspect's flags.
+type inspectOptions struct {
+	schema int
+}
+
+func (o *inspectOptions) AddFlags(fs *flag.FlagSet) { addSchemaFlag(fs, &o.schema) }
+
+func newInspectCommand() *command {
+	o := &inspectOptions{}
+	return &command{
+		name:    "inspect",
 		summary: "show a checkpoint's header, checksum, lock holder, .prev and quarantined copies",
 		args:    "PATH",
 		about: `inspect shows what a daemon would restore from PATH and what lies beside it:
@@ -31,8 +41,8 @@ the lock.`,
 			"phaseshift inspect /var/run/ipamd/state.json",
 			"phaseshift inspect --json /var/run/ipamd/state.json | jq .lock",
 		},
-		flags: []string{"schema"},
-		run:   runInspect,
+		addFlags: o.AddFlags,
+		run:      func(ctx context.Context, e *env, args []string) error { return runInspect(ctx, e, o, args) },
 	}
 }
 
@@ -59,7 +69,7 @@ type inspectJSON struct {
 	Quarantined []fileJSON `json:"quarantined"`
 }
 
-func runInspect(ctx context.Context, e *env, o *options, args []string) error {
+func runInspect(ctx context.Context, e *env, o *inspectOptions, args []string) error {
 	if err := wantArgs(args, "PATH"); err != nil {
 		return err
 	}

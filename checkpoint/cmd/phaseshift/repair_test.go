@@ -159,8 +159,9 @@ func TestRestorePrevRefusals(t *testing.T) {
 		path := save(t, t.TempDir(), entries(2), entries(3))
 		before := readBytes(t, path)
 		r := run(t, "restore-prev", path)
-		assert.Equal(t, 2, r.code)
+		assert.Equal(t, 9, r.code, "a refusal, not a usage error")
 		assert.Contains(t, r.stderr, "--replace-intact")
+		assert.NotContains(t, r.stderr, "usage:")
 		assert.Equal(t, before, readBytes(t, path))
 
 		r = run(t, "restore-prev", "--replace-intact", path)

@@ -2,13 +2,28 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"time"
 
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
 )
 
-func init() {
-	verbs["reseal"] = &verb{
+// resealOptions are reseal's flags.
+type resealOptions struct {
+	lockWait   time.Duration
+	handEdited bool
+}
+
+func (o *resealOptions) AddFlags(fs *flag.FlagSet) {
+	addLockWaitFlag(fs, &o.lockWait)
+	fs.BoolVar(&o.handEdited, "i-edited-this-file-by-hand", false, "confirm that the file's content is what you want the daemon to restore")
+}
+
+func newResealCommand() *command {
+	o := &resealOptions{}
+	return &command{
+		name:    "reseal",
 		summary: "write a fresh checksum after a deliberate hand edit",
 		args:    "--i-edited-this-file-by-hand PATH",
 		about: `reseal makes a hand-edited checkpoint load again: it reads PATH as if its
@@ -28,12 +43,12 @@ the quarantined copy and removed.`,
 			"phaseshift diff --ignore-checksum --values /var/run/ipamd/state.json /var/run/ipamd/state.json.prev",
 			"phaseshift reseal --i-edited-this-file-by-hand /var/run/ipamd/state.json",
 		},
-		flags: []string{"lock-wait", "i-edited-this-file-by-hand"},
-		run:   runReseal,
+		addFlags: o.AddFlags,
+		run:      func(ctx context.Context, e *env, args []string) error { return runReseal(ctx, e, o, args) },
 	}
 }
 
-func runReseal(ctx context.Context, e *env, o *options, args []string) (err error) {
+func runReseal(ctx context.Context, e *env, o *resealOptions, args []string) (err error) {
 	if err := wantArgs(args, "PATH"); err != nil {
 		return err
 	}

@@ -1,9 +1,15 @@
 package main_test
 
 import (
+	"bufio"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Bad input: a clear message, the usage line, exit 2, and nothing read.
@@ -64,4 +70,54 @@ func TestHelp(t *testing.T) {
 	}
 	r := run(t, "delete", "--help")
 	assert.Contains(t, r.stdout, "(default 5s)")
+}
+
+// The exit statuses are written once, in the code; --help and every verb's
+// --help print that table, and the README's table must say the same
+// (markdown code spans aside).
+func TestExitStatusesInTheREADME(t *testing.T) {
+	help := exitTable(t, run(t, "--help").stdout, regexp.MustCompile(`^  (\d+)  (.+)$`), "exit status:")
+	require.NotEmpty(t, help)
+	for i, s := range help {
+		assert.Equal(t, i, s.code, "the statuses are numbered from 0 without gaps")
+	}
+	assert.Equal(t, help, exitTable(t, run(t, "verify", "--help").stdout, regexp.MustCompile(`^  (\d+)  (.+)$`), "exit status:"),
+		"a verb's --help prints the same table")
+
+	readme, err := os.ReadFile("../../../README.md")
+	require.NoError(t, err)
+	md := exitTable(t, strings.ReplaceAll(string(readme), "`", ""), regexp.MustCompile(`^\| (\d+) \| (.+) \|$`), "| exit | meaning |")
+	assert.Equal(t, help, md, "the README's table of exit statuses is the command's")
+}
+
+type exitRow struct {
+	code    int
+	meaning string
+}
+
+// exitTable reads the rows that follow the line title, up to the first
+// line that is not a row.
+func exitTable(t *testing.T, text string, row *regexp.Regexp, title string) []exitRow {
+	t.Helper()
+	var rows []exitRow
+	in := false
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		line := sc.Text()
+		if !in {
+			in = line == title
+			continue
+		}
+		if strings.HasPrefix(line, "|---") {
+			continue
+		}
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			break
+		}
+		code, err := strconv.Atoi(m[1])
+		require.NoError(t, err)
+		rows = append(rows, exitRow{code, m[2]})
+	}
+	return rows
 }

@@ -2,13 +2,28 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"time"
 
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
 )
 
-func init() {
-	verbs["restore-prev"] = &verb{
+// restorePrevOptions are restore-prev's flags.
+type restorePrevOptions struct {
+	lockWait      time.Duration
+	replaceIntact bool
+}
+
+func (o *restorePrevOptions) AddFlags(fs *flag.FlagSet) {
+	addLockWaitFlag(fs, &o.lockWait)
+	addReplaceIntactFlag(fs, &o.replaceIntact, "the writes made since .prev")
+}
+
+func newRestorePrevCommand() *command {
+	o := &restorePrevOptions{}
+	return &command{
+		name:    "restore-prev",
 		summary: "put PATH.prev back as the checkpoint, durably",
 		args:    "PATH",
 		about: `restore-prev makes PATH.prev (the previous good save) the checkpoint again,
@@ -26,12 +41,12 @@ daemon holds the lock longer than --lock-wait: stop the daemon first.`,
 			"phaseshift restore-prev /var/run/ipamd/state.json",
 			"phaseshift restore-prev --replace-intact /var/run/ipamd/state.json",
 		},
-		flags: []string{"lock-wait", "replace-intact"},
-		run:   runRestorePrev,
+		addFlags: o.AddFlags,
+		run:      func(ctx context.Context, e *env, args []string) error { return runRestorePrev(ctx, e, o, args) },
 	}
 }
 
-func runRestorePrev(ctx context.Context, e *env, o *options, args []string) (err error) {
+func runRestorePrev(ctx context.Context, e *env, o *restorePrevOptions, args []string) (err error) {
 	if err := wantArgs(args, "PATH"); err != nil {
 		return err
 	}
@@ -47,7 +62,7 @@ func runRestorePrev(ctx context.Context, e *env, o *options, args []string) (err
 		return fail(prev.code(), "cannot restore %s: %s", prev.Path, prev.reason)
 	}
 	if cur.verdict == verdictIntact && !o.replaceIntact {
-		return fail(exitUsage, "%s is intact (seq %d); %s (seq %d) lacks the writes since. "+
+		return fail(exitRefused, "%s is intact (seq %d); %s (seq %d) lacks the writes since. "+
 			"If you mean to undo them (a buggy daemon wrote a bad but intact file), pass --replace-intact", cur.Path, seqOf(cur), prev.Path, seqOf(prev))
 	}
 	r := &repaired{Path: cur.Path, Action: "restore-prev", From: prev.Path, Replaced: cur.verdict}
