@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -11,6 +12,98 @@ import (
 
 	"github.com/phaseshift/phaseshift/checkpoint"
 )
+
+// The command reads a journaled checkpoint (checkpoint.WithJournal) as a
+// daemon's Load does: the file with its journal replayed.
+
+// journaled writes, as a daemon with checkpoint.WithJournal does, a file
+// holding entries 0..2 (phase migrate) and then two commits in the journal
+// (phase contract): a put of entry 3 and a delete of entry 0. The state is
+// entries 1..3. It returns the path.
+func journaled(t *testing.T, dir string, states ...map[key]value) string {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(dir, "state.json")
+	f, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	require.NoError(t, err)
+	defer f.Close()
+	if len(states) == 0 {
+		states = []map[key]value{entries(3)}
+	}
+	for _, s := range states {
+		require.NoError(t, f.Save(ctx, checkpoint.Snapshot[key, value]{
+			Meta: checkpoint.Meta{Phase: "migrate", Writer: "ipamd v1.8.0", BootID: "boot-1"}, Entries: s}))
+	}
+	m := checkpoint.Meta{Phase: "contract", Writer: "ipamd v1.9.0", BootID: "boot-1"}
+	require.NoError(t, f.Commit(ctx, m, []checkpoint.Change[key, value]{{Key: k(3), Value: v(3)}}))
+	require.NoError(t, f.Commit(ctx, m, []checkpoint.Change[key, value]{{Key: k(0), Delete: true}}))
+	require.Equal(t, 2, f.Journal().Records, "the commits went to the journal")
+	require.FileExists(t, path+".journal")
+	return path
+}
+
+// journalState is what journaled leaves: entries 1..3.
+func journalState() map[key]value {
+	return map[key]value{k(1): v(1), k(2): v(2), k(3): v(3)}
+}
+
+// mustLoadJournaled reads path as a daemon WithJournal would.
+func mustLoadJournaled(t *testing.T, path string) checkpoint.Snapshot[key, value] {
+	t.Helper()
+	f, err := checkpoint.Open[key, value](context.Background(), path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	require.NoError(t, err)
+	defer f.Close()
+	s, err := f.Load(context.Background())
+	require.NoError(t, err)
+	return s
+}
+
+func TestJournalIsReplayed(t *testing.T) {
+	path := journaled(t, t.TempDir())
+
+	r := run(t, "list", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, journalState(), lines(t, r.stdout), "list shows the state a daemon restores")
+
+	r = run(t, "verify", path)
+	assert.Equal(t, 0, r.code, r.stderr)
+
+	r = run(t, "inspect", "--json", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	var out struct {
+		Entries int `json:"entries"`
+		Header  struct {
+			Seq uint64 `json:"seq"`
+		} `json:"header"`
+		Journal *struct {
+			Path    string `json:"path"`
+			Records int    `json:"records"`
+			Seq     uint64 `json:"seq"`
+		} `json:"journal"`
+	}
+	decodeJSON(t, r.stdout, &out)
+	assert.Equal(t, 3, out.Entries)
+	require.NotNil(t, out.Journal)
+	assert.Equal(t, path+".journal", out.Journal.Path)
+	assert.Equal(t, 2, out.Journal.Records)
+	assert.Equal(t, out.Header.Seq+2, out.Journal.Seq, "the state is two commits past the file")
+
+	r = run(t, "inspect", path)
+	assert.Contains(t, r.stdout, "journal:   state.json.journal:")
+	assert.Contains(t, r.stdout, "2 records replayed")
+
+	// A torn last record (a commit a crash cut short) is discarded and shown.
+	jf, err := os.OpenFile(path+".journal", os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = jf.WriteString(`{"journal":1,"base":`)
+	require.NoError(t, err)
+	require.NoError(t, jf.Close())
+	r = run(t, "inspect", path)
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "a torn last record of 20 bytes discarded")
+	r = run(t, "list", path)
+	assert.Equal(t, journalState(), lines(t, r.stdout))
+}
 
 // The command reads a checkpoint through Load, so it shows a journaled
 // checkpoint (checkpoint.WithJournal) as a daemon would restore it: the
@@ -46,42 +139,88 @@ func TestCommandReplaysTheJournal(t *testing.T) {
 	assert.NotEqual(t, 0, r.code)
 }
 
-// restore-prev over a journaled checkpoint whose journal is damaged: .prev
-// goes back with a Seq above the file the journal followed, the journal is
-// removed from the path (a damaged one would keep the checkpoint
-// unreadable) and kept beside the quarantined copy of the file.
-func TestRestorePrevWithAJournal(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "state.json")
-	f, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
-	require.NoError(t, err)
-	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[key, value]{Entries: entries(2)}))
-	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[key, value]{Entries: entries(3)})) // .prev: entries(2), seq 1
-	for i := 5; i < 8; i++ {
-		require.NoError(t, f.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[key, value]{{Key: k(i), Value: v(i)}}))
+// TestDiffJournaledAndPrev attacks "every verb reads the file with
+// its journal replayed" for diff: A is a journaled file, B its .prev (the
+// file before the last save, without the journal's commits); and a
+// quarantined copy is read with its own journal.
+func TestDiffJournaledAndPrev(t *testing.T) {
+	prevState := entries(2)                                       // c0, c1
+	path := journaled(t, t.TempDir(), prevState, entries(3))      // file c0..c2, journal: +c3, -c0
+	r := run(t, "diff", "--json", "--values", path, path+".prev") // A: c1..c3; B: c0, c1
+	require.Equal(t, 1, r.code, r.stderr)
+	var out diffOut
+	decodeJSON(t, r.stdout, &out)
+	var onlyA, onlyB []key
+	for _, e := range out.OnlyInA {
+		onlyA = append(onlyA, e.Key)
 	}
-	require.NoError(t, f.Close())
-	j, err := os.ReadFile(path + ".journal")
-	require.NoError(t, err)
-	j[3] ^= 0x01
-	require.NoError(t, os.WriteFile(path+".journal", j, 0o600))
-	_, err = load(t, path)
-	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+	for _, e := range out.OnlyInB {
+		onlyB = append(onlyB, e.Key)
+	}
+	assert.ElementsMatch(t, []key{k(2), k(3)}, onlyA, "c3 comes from the journal")
+	assert.ElementsMatch(t, []key{k(0)}, onlyB, "c0 was deleted by the journal")
+	assert.Empty(t, out.Different)
 
-	r := run(t, "restore-prev", path)
+	r = run(t, "diff", path, path)
+	assert.Equal(t, 0, r.code, r.stderr)
+
+	// delete keeps the replaced file with its journal; diff reads the copy
+	// with it, so the copy differs from the repair by the deleted key only.
+	r = run(t, "delete", path, keyJSON(t, k(1)))
 	require.Equal(t, 0, r.code, r.stderr)
-	got := mustLoad(t, path)
-	assert.Equal(t, entries(2), got.Entries)
-	assert.Greater(t, got.Meta.Seq, uint64(2), "above the file the journal followed (seq 2)")
-	_, err = os.Stat(path + ".journal")
-	assert.ErrorIs(t, err, os.ErrNotExist, "the repair removed the journal")
 	kept := quarantined(t, path)
-	var journals int
+	var copyPath string
 	for _, q := range kept {
-		if filepath.Ext(q) == ".journal" {
-			journals++
-			assert.Equal(t, j, readBytes(t, q), "the damaged journal is kept")
+		if !bytes.HasSuffix([]byte(q), []byte(".journal")) {
+			copyPath = q
 		}
 	}
-	assert.Equal(t, 1, journals, "kept: %v", kept)
+	require.NotEmpty(t, copyPath)
+	r = run(t, "diff", "--json", path, copyPath)
+	require.Equal(t, 1, r.code, r.stderr)
+	out = diffOut{}
+	decodeJSON(t, r.stdout, &out)
+	assert.Empty(t, out.OnlyInA)
+	require.Len(t, out.OnlyInB, 1)
+	assert.Equal(t, k(1), out.OnlyInB[0].Key)
+	assert.Empty(t, out.Different)
+}
+
+// TestJournalValuesNeverInOutput attacks "Errors ... never show a
+// value" with journals whose records hold secrets: a damaged record
+// before the last (corrupt), and a torn last record; every verb's stderr
+// (checked by run) and inspect's stdout must not show them.
+func TestJournalValuesNeverInOutput(t *testing.T) {
+	path := journaled(t, t.TempDir())
+	journal := readBytes(t, path+".journal")
+	require.Contains(t, string(journal), secret)
+	damaged := bytes.Clone(journal)
+	at := bytes.Index(damaged, []byte(secret))
+	require.Less(t, at, bytes.IndexByte(damaged, '\n'), "the secret is in the first record")
+	damaged[at+1] ^= 0x01
+	require.NoError(t, os.WriteFile(path+".journal", damaged, 0o600))
+	for _, args := range [][]string{
+		{"verify", path}, {"inspect", path}, {"inspect", "--json", path}, {"list", path},
+		{"get", path, keyJSON(t, k(3))}, {"delete", path, keyJSON(t, k(1))}, {"diff", path, path},
+		{"reseal", "--i-edited-this-file-by-hand", path},
+	} {
+		r := run(t, args...)
+		assert.NotEqual(t, 0, r.code, "%v: a damaged journal is not intact", args)
+		assert.Contains(t, r.stderr+r.stdout, "journal", "%v names the journal", args)
+		if args[0] == "inspect" || args[0] == "verify" {
+			assert.NotContains(t, r.stdout, secret, "%v", args)
+		}
+	}
+	assert.Empty(t, quarantined(t, path), "no repair ran on a damaged journal")
+
+	// Torn: the last record cut in the middle of its value.
+	last := bytes.LastIndex(journal, []byte(secret))
+	require.Greater(t, last, bytes.IndexByte(journal, '\n'))
+	require.NoError(t, os.WriteFile(path+".journal", journal[:last+len(secret)-2], 0o600))
+	for _, args := range [][]string{{"verify", path}, {"inspect", path}, {"inspect", "--json", path}} {
+		r := run(t, args...)
+		assert.Equal(t, 0, r.code, "%v: a torn tail is discarded: %s", args, r.stderr)
+		assert.NotContains(t, r.stdout, "tok-sec", "%v", args)
+		assert.NotContains(t, r.stderr, "tok-sec", "%v", args)
+	}
 }

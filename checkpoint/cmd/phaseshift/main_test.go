@@ -198,3 +198,11 @@ func holdLock(t *testing.T, path string) *checkpoint.File[key, value] {
 	t.Cleanup(func() { _ = f.Close() })
 	return f
 }
+
+// repairOut is a repair's --json output.
+type repairOut struct {
+	Path, Action, From, Replaced, Kept string
+	Key                                key
+	Header                             struct{ Seq uint64 }
+	Entries                            int
+}
