@@ -117,6 +117,9 @@ func loadRaw(ctx context.Context, c *rawCore, p *primed, opt rawfile.Options) *r
 	out.Err = lerr
 	out.Entries = rawEntries(c, snap, lerr == nil)
 	out.Meta = rawfile.Header(snap.Meta)
+	if snap.Meta.Format == 0 {
+		out.Meta = out.Header // Load failed before it read a header
+	}
 	out.Journal = rawJournal(c, p.backend, snap.Meta.Seq)
 	return out
 }

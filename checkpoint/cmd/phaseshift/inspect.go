@@ -54,7 +54,8 @@ type fileJSON struct {
 	Size     int64        `json:"size"`
 	Entries  int          `json:"entries"`
 	Checksum string       `json:"checksum"`
-	Header   *headerJSON  `json:"header"`
+	Header   *headerJSON  `json:"header"` // what Load restores: with a journal, its last record's
+	File     *headerJSON  `json:"file"`   // the file's own header
 	Journal  *journalJSON `json:"journal"`
 	// QuarantinedAt is when a quarantined copy was made, from its name.
 	QuarantinedAt *time.Time `json:"quarantinedAt,omitempty"`
@@ -113,7 +114,7 @@ func describeJournal(j *judged) *journalJSON {
 }
 
 func describe(j *judged) fileJSON {
-	d := fileJSON{Path: j.Path, Verdict: j.verdict, Reason: j.reason, Size: j.Size, Entries: len(j.Entries), Header: j.header(), Journal: describeJournal(j)}
+	d := fileJSON{Path: j.Path, Verdict: j.verdict, Reason: j.reason, Size: j.Size, Entries: len(j.Entries), Header: j.header(), File: j.fileHeader(), Journal: describeJournal(j)}
 	switch {
 	case j.Size < 0:
 		d.Checksum = "not read"
@@ -163,6 +164,10 @@ func printInspect(w io.Writer, out *inspectJSON) {
 		fmt.Fprintf(w, "  format:    %d\n  schema:    %d\n  seq:       %d\n", h.Format, h.Schema, h.Seq)
 		fmt.Fprintf(w, "  phase:     %s\n  writer:    %s\n  boot ID:   %s\n", orNone(h.Phase), orNone(h.Writer), orNone(h.BootID))
 		fmt.Fprintf(w, "  saved at:  %s\n", h.SavedAt.Format(time.RFC3339Nano))
+	}
+	if f := out.File; f != nil && out.Journal != nil {
+		fmt.Fprintf(w, "  file:      seq %d, phase %s, writer %s, saved %s (the header above is the journal's last record replayed over it)\n",
+			f.Seq, orNone(f.Phase), orNone(f.Writer), f.SavedAt.Format(time.RFC3339Nano))
 	}
 	if out.Size >= 0 {
 		fmt.Fprintf(w, "  entries:   %d\n  size:      %d bytes\n", out.Entries, out.Size)

@@ -3,9 +3,11 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -75,6 +77,9 @@ func TestJournalIsReplayed(t *testing.T) {
 		Header  struct {
 			Seq uint64 `json:"seq"`
 		} `json:"header"`
+		File struct {
+			Seq uint64 `json:"seq"`
+		} `json:"file"`
 		Journal *struct {
 			Path    string `json:"path"`
 			Records int    `json:"records"`
@@ -86,7 +91,8 @@ func TestJournalIsReplayed(t *testing.T) {
 	require.NotNil(t, out.Journal)
 	assert.Equal(t, path+".journal", out.Journal.Path)
 	assert.Equal(t, 2, out.Journal.Records)
-	assert.Equal(t, out.Header.Seq+2, out.Journal.Seq, "the state is two commits past the file")
+	assert.Equal(t, out.Header.Seq, out.Journal.Seq, "the header is the last commit's")
+	assert.Equal(t, out.File.Seq+2, out.Header.Seq, "the state is two commits past the file")
 
 	r = run(t, "inspect", path)
 	assert.Contains(t, r.stdout, "journal:   state.json.journal:")
@@ -223,4 +229,54 @@ func TestJournalValuesNeverInOutput(t *testing.T) {
 		assert.NotContains(t, r.stdout, "tok-sec", "%v", args)
 		assert.NotContains(t, r.stderr, "tok-sec", "%v", args)
 	}
+}
+
+// inspect and verify show the header Load returns: on a journaled
+// checkpoint, the seq, phase, writer, boot ID and time of the last commit
+// (the journal's last record), with the file's own header shown beside it
+// as the file's.
+func TestHeaderIsWhatLoadRestores(t *testing.T) {
+	path := journaled(t, t.TempDir())
+	loaded := mustLoadJournaled(t, path)
+	require.Equal(t, "contract", loaded.Meta.Phase)
+	require.Equal(t, "ipamd v1.9.0", loaded.Meta.Writer)
+
+	type header struct {
+		Format, Schema        int
+		Phase, Writer, BootID string
+		Seq                   uint64
+		SavedAt               time.Time
+	}
+	for _, verb := range []string{"inspect", "verify"} {
+		r := run(t, verb, "--json", path)
+		require.Equal(t, 0, r.code, r.stderr)
+		var out struct {
+			Header, File *header
+		}
+		decodeJSON(t, r.stdout, &out)
+		require.NotNil(t, out.Header, verb)
+		require.NotNil(t, out.File, verb)
+		assert.Equal(t, loaded.Meta.Seq, out.Header.Seq, "%s: the last commit's seq", verb)
+		assert.Equal(t, "contract", out.Header.Phase, verb)
+		assert.Equal(t, "ipamd v1.9.0", out.Header.Writer, verb)
+		assert.True(t, loaded.Meta.SavedAt.Equal(out.Header.SavedAt), "%s: the last commit's time", verb)
+		assert.Equal(t, loaded.Meta.Format, out.Header.Format, verb)
+		assert.Equal(t, schema, out.Header.Schema, verb)
+		assert.Equal(t, loaded.Meta.Seq-2, out.File.Seq, "%s: the file's own seq, two commits before", verb)
+		assert.Equal(t, "migrate", out.File.Phase, verb)
+		assert.Equal(t, "ipamd v1.8.0", out.File.Writer, verb)
+	}
+
+	r := run(t, "inspect", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, want := range []string{
+		fmt.Sprintf("seq:       %d\n", loaded.Meta.Seq), "phase:     contract\n", "writer:    ipamd v1.9.0\n",
+		fmt.Sprintf("file:      seq %d, phase migrate, writer ipamd v1.8.0, saved ", loaded.Meta.Seq-2),
+	} {
+		assert.Contains(t, r.stdout, want)
+	}
+	r = run(t, "verify", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, fmt.Sprintf("seq %d, ", loaded.Meta.Seq))
+	assert.Contains(t, r.stdout, fmt.Sprintf("2 journal records over the file's seq %d", loaded.Meta.Seq-2))
 }

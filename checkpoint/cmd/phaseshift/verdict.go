@@ -110,9 +110,20 @@ type headerJSON struct {
 	SavedAt time.Time `json:"savedAt"`
 }
 
-// header returns the file's header for --json output, or nil if it could
-// not be read.
+// header returns the header Load returns, for --json output: with a
+// journal, the seq, phase, writer, boot ID and time of its last record
+// replayed; nil if the file's header could not be read.
 func (j *judged) header() *headerJSON {
+	if j.Size < 0 || j.HeaderErr != nil {
+		return nil
+	}
+	h := headerJSON(j.Meta)
+	return &h
+}
+
+// fileHeader returns the header the file itself holds, which the records
+// of its journal follow; nil if it could not be read.
+func (j *judged) fileHeader() *headerJSON {
 	if j.Size < 0 || j.HeaderErr != nil {
 		return nil
 	}
@@ -129,6 +140,9 @@ func (j *judged) summary() string {
 	s := fmt.Sprintf("format %d, schema %d, seq %d, saved %s", h.Format, h.Schema, h.Seq, h.SavedAt.Format(time.RFC3339))
 	if j.verdict == verdictIntact {
 		s += fmt.Sprintf(", %d entries", len(j.Entries))
+	}
+	if j.Journal.Records > 0 {
+		s += fmt.Sprintf("; %d journal records over the file's seq %d", j.Journal.Records, j.Header.Seq)
 	}
 	return s
 }

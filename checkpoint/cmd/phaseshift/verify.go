@@ -42,7 +42,8 @@ type verifyJSON struct {
 	Verdict string      `json:"verdict"`
 	Exit    int         `json:"exit"`
 	Reason  string      `json:"reason,omitempty"`
-	Header  *headerJSON `json:"header"`
+	Header  *headerJSON `json:"header"` // what Load restores: with a journal, its last record's
+	File    *headerJSON `json:"file"`   // the file's own header
 	Entries int         `json:"entries"`
 }
 
@@ -52,7 +53,7 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, args []string) err
 	}
 	j := readFile(ctx, args[0], o.schema, false)
 	if e.json {
-		out := verifyJSON{Path: j.Path, Verdict: j.verdict, Exit: j.code(), Reason: j.reason, Header: j.header(), Entries: len(j.Entries)}
+		out := verifyJSON{Path: j.Path, Verdict: j.verdict, Exit: j.code(), Reason: j.reason, Header: j.header(), File: j.fileHeader(), Entries: len(j.Entries)}
 		if err := json.NewEncoder(e.out).Encode(out); err != nil {
 			return err
 		}

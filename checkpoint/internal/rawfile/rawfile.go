@@ -110,9 +110,10 @@ type File struct {
 	// one matching checkpoint.ErrNotExist, ErrCorrupt, ErrNewerSchema or
 	// ErrBadEntry; or the error of reading the file.
 	Err error
-	// Meta is the header Load returned when it succeeded: the file's, with
-	// the phase, writer, boot ID, seq and time of the last journal record
-	// replayed over it, if any. It is what a repair writes back.
+	// Meta is the header Load returned: the file's, with the phase,
+	// writer, boot ID, seq and time of the last journal record replayed
+	// over it, if any; Header when Load failed before it read one. It is
+	// what a daemon's Load restores, and what a repair writes back.
 	Meta Header
 	// Journal is what the journal beside the file held (see
 	// checkpoint.WithJournal); Entries include its records.
