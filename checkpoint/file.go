@@ -167,8 +167,11 @@ func (f *File[K, V]) Commit(ctx context.Context, m Meta, changes []Change[K, V])
 }
 
 // Quarantine moves the checkpoint aside to path+".corrupt-<UTC time>" for
-// inspection and returns the new name. Afterwards there is no checkpoint
-// and Save may create one. It returns ErrNotExist if there is no file.
+// inspection (its journal, if any, to the same name + ".journal") and
+// returns the new name. Afterwards there is no checkpoint and Save may
+// create one. It returns ErrNotExist if there is no file. The checkpoint
+// keeps its 5 newest quarantined copies: Quarantine removes older ones
+// (see the package documentation's Kept copies).
 func (f *File[K, V]) Quarantine(ctx context.Context) (string, error) {
 	return f.c.quarantine(ctx)
 }
@@ -539,7 +542,7 @@ func (d *disk) quarantine() (string, error) {
 	if err := d.own("quarantine", nil); err != nil {
 		return "", err
 	}
-	base := d.path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+	base := keptBase(d.path, keptQuarantine, "", time.Now())
 	dst, hasFile, err := d.linkAside(d.path, base, "")
 	if err != nil {
 		return "", err
@@ -583,6 +586,7 @@ func (d *disk) quarantine() (string, error) {
 			return "", pathError("quarantine: fsync directory", d.dir, err)
 		}
 	}
+	d.pruneKept(keptQuarantine)
 	return dst, nil
 }
 

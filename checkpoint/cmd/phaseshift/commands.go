@@ -32,6 +32,8 @@ func commands() []*command {
 		newDiffCommand(),
 		newDeleteCommand(),
 		newRestorePrevCommand(),
+		newRestoreKeptCommand(),
+		newRepairJournalCommand(),
 		newResealCommand(),
 	}
 }

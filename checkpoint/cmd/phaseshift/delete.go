@@ -23,8 +23,9 @@ func newDeleteCommand() *command {
 		summary: "remove one entry (a leaked one) from a checkpoint, durably",
 		args:    "PATH KEY",
 		about: `delete removes the entry of KEY (as JSON, see phaseshift get --help) from
-PATH, under the checkpoint's lock, durably. It keeps the file it replaces as
-a quarantined copy (PATH.corrupt-<time>) and, as every save does, as
+PATH, under the checkpoint's lock, durably. It keeps the file it replaces,
+with its journal, as PATH.before-delete-<time> (phaseshift restore-kept
+puts it back: a mistaken delete can be undone) and, as every save does, as
 PATH.prev; every other entry is written as it was. The file must be intact
 (see restore-prev and reseal for one that is not). It exits 1, changing
 nothing, if there is no such key, and 7 if a daemon holds the lock longer
@@ -64,13 +65,13 @@ func runDelete(ctx context.Context, e *env, o *deleteOptions, args []string) (er
 		return noSuchKey(j.Path, key)
 	}
 	r := &repaired{Path: j.Path, Action: "delete", Key: j.Entries[i].Key, Replaced: verdictIntact}
-	if r.Kept, err = l.KeepCopy(ctx); err != nil {
+	if r.Kept, err = l.KeepCopy(ctx, r.Action); err != nil {
 		return fail(exitFailed, "keeping a copy of the file before the change, nothing changed: %v", err)
 	}
 	if err := l.Delete(ctx, j.Meta, r.Key); err != nil {
 		return fail(exitFailed, "deleting the entry, the file is unchanged: %v", err)
 	}
-	if err := check(ctx, l, r); err != nil {
+	if err := finish(ctx, l, r); err != nil {
 		return err
 	}
 	return printRepaired(e, r, fmt.Sprintf("deleted the entry of key %s from %s (now seq %d, %d entries)", r.Key, r.Path, r.Header.Seq, r.Entries))

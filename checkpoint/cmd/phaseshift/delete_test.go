@@ -53,13 +53,13 @@ func TestDelete(t *testing.T) {
 	assert.Equal(t, "boot-1", got.Meta.BootID)
 
 	assert.Equal(t, before, readBytes(t, path+".prev"), ".prev is the file replaced")
-	require.Equal(t, []string{out.Kept}, quarantined(t, path))
+	require.Equal(t, []string{out.Kept}, kept(t, path))
 	assert.Equal(t, before, readBytes(t, out.Kept), "the quarantined copy is the file replaced")
 
 	r = run(t, "delete", path, k2)
 	assert.Equal(t, 1, r.code, "a second delete finds nothing")
 	assert.Contains(t, r.stderr, "no entry with key")
-	assert.Len(t, quarantined(t, path), 1, "nothing changed, nothing kept")
+	assert.Len(t, kept(t, path), 1, "nothing changed, nothing kept")
 }
 
 func TestDeleteText(t *testing.T) {
@@ -67,7 +67,7 @@ func TestDeleteText(t *testing.T) {
 	r := run(t, "delete", path, `{"containerID":"c2","network":"aws-cni","ifName":"eth0"}`)
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "deleted the entry of key "+k2+" from "+path+" (now seq 2, 2 entries)")
-	assert.Contains(t, r.stdout, "the file it replaced (intact) is kept as "+path+".corrupt-")
+	assert.Contains(t, r.stdout, "the file it replaced (intact) is kept as "+path+".before-delete-")
 }
 
 // A daemon holding the lock: delete waits --lock-wait, fails with exit 7
@@ -83,7 +83,7 @@ func TestDeleteLocked(t *testing.T) {
 	assert.Contains(t, r.stderr, "Stop it first")
 	assert.Contains(t, r.stderr, "--lock-wait")
 	assert.Equal(t, before, readBytes(t, path))
-	assert.Empty(t, quarantined(t, path))
+	assert.Empty(t, kept(t, path))
 
 	// It waits: the daemon exits while delete is waiting.
 	go func() {
@@ -105,7 +105,7 @@ func TestDeleteNeedsIntactFileAndExistingPath(t *testing.T) {
 	assert.Equal(t, 4, r.code)
 	assert.Contains(t, r.stderr, "reseal")
 	assert.Equal(t, before, readBytes(t, path))
-	assert.Empty(t, quarantined(t, path))
+	assert.Empty(t, kept(t, path))
 
 	missingDir := filepath.Join(t.TempDir(), "gone", "state.json")
 	r = run(t, "delete", missingDir, k2)
@@ -145,12 +145,13 @@ func TestDeleteFoldsTheJournal(t *testing.T) {
 	assert.Equal(t, want, mustLoad(t, path).Entries)
 	assert.NoFileExists(t, path+".journal", "the journal is folded into the file")
 
-	kept := quarantined(t, path)
+	kept := kept(t, path)
 	require.Len(t, kept, 2, "the replaced file and its journal")
 	assert.FileExists(t, kept[0]+".journal")
 	r = run(t, "inspect", path)
 	assert.Contains(t, r.stdout, "with its journal (2 records)", "inspect reads a kept copy with its journal")
-	assert.Contains(t, r.stdout, "quarantined copies: 1")
+	assert.Contains(t, r.stdout, "kept copies: 1")
+	assert.Contains(t, r.stdout, "; kept before delete at ")
 
 	// The daemon goes on with its journal over the repaired file.
 	ctx := context.Background()
@@ -183,7 +184,7 @@ func TestDeleteJournaledWhileLocked(t *testing.T) {
 	assert.Contains(t, r.stderr, fmt.Sprintf("held by PID %d", os.Getpid()))
 	assert.Equal(t, file, readBytes(t, path), "the file is untouched")
 	assert.Equal(t, journal, readBytes(t, path+".journal"), "the journal is untouched")
-	assert.Empty(t, quarantined(t, path))
+	assert.Empty(t, kept(t, path))
 
 	require.NoError(t, daemon.Commit(ctx, checkpoint.Meta{Phase: "contract"}, []checkpoint.Change[key, value]{{Key: k(9), Value: v(9)}}))
 	assert.Equal(t, 3, daemon.Journal().Records, "the daemon still appends")
@@ -206,7 +207,7 @@ func TestDeleteKeysOfTheJournal(t *testing.T) {
 	assert.Equal(t, 1, r.code, r.stderr)
 	assert.Equal(t, file, readBytes(t, path))
 	assert.Equal(t, journal, readBytes(t, path+".journal"))
-	assert.Empty(t, quarantined(t, path))
+	assert.Empty(t, kept(t, path))
 
 	r = run(t, "inspect", "--json", path)
 	require.Equal(t, 0, r.code, r.stderr)
@@ -269,11 +270,11 @@ func TestDeleteOverATornJournal(t *testing.T) {
 	assert.Equal(t, want, s.Entries)
 	assert.Nil(t, f.Journal().Torn, "the torn bytes are gone")
 	assert.NoFileExists(t, path+".journal")
-	var kept []byte
-	for _, q := range quarantined(t, path) {
+	var keptJournal []byte
+	for _, q := range kept(t, path) {
 		if bytes.HasSuffix([]byte(q), []byte(".journal")) {
-			kept = readBytes(t, q)
+			keptJournal = readBytes(t, q)
 		}
 	}
-	assert.Equal(t, torn, kept, "the torn journal is kept with the copy")
+	assert.Equal(t, torn, keptJournal, "the torn journal is kept with the copy")
 }

@@ -6,10 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
@@ -57,17 +54,16 @@ type fileJSON struct {
 	Header   *headerJSON  `json:"header"` // what Load restores: with a journal, its last record's
 	File     *headerJSON  `json:"file"`   // the file's own header
 	Journal  *journalJSON `json:"journal"`
-	// QuarantinedAt is when a quarantined copy was made, from its name.
-	QuarantinedAt *time.Time `json:"quarantinedAt,omitempty"`
 }
 
 // inspectJSON is inspect's --json output.
 type inspectJSON struct {
 	fileJSON
-	Exit        int        `json:"exit"`
-	Lock        lockInfo   `json:"lock"`
-	Prev        *fileJSON  `json:"prev"`
-	Quarantined []fileJSON `json:"quarantined"`
+	Exit int       `json:"exit"`
+	Lock lockInfo  `json:"lock"`
+	Prev *fileJSON `json:"prev"`
+	// Kept are the copies kept beside the file, oldest first.
+	Kept []keptJSON `json:"kept"`
 }
 
 func runInspect(ctx context.Context, e *env, o *inspectOptions, args []string) error {
@@ -76,12 +72,12 @@ func runInspect(ctx context.Context, e *env, o *inspectOptions, args []string) e
 	}
 	j := readFile(ctx, args[0], o.schema, false)
 	names := rawfile.NamesOf(j.Path)
-	out := inspectJSON{fileJSON: describe(j), Exit: j.code(), Lock: lockState(names.Lock), Quarantined: []fileJSON{}}
+	out := inspectJSON{fileJSON: describe(j), Exit: j.code(), Lock: lockState(names.Lock)}
 	if p := readFile(ctx, names.Prev, o.schema, false); p.verdict != verdictMissing {
 		d := describe(p)
 		out.Prev = &d
 	}
-	out.Quarantined = quarantined(ctx, names.QuarantinePrefix, o.schema)
+	out.Kept = describeKept(ctx, j.Path, o.schema)
 	if e.json {
 		if err := json.NewEncoder(e.out).Encode(out); err != nil {
 			return err
@@ -97,12 +93,34 @@ func runInspect(ctx context.Context, e *env, o *inspectOptions, args []string) e
 
 // journalJSON describes the journal beside a file; nil when there is none.
 type journalJSON struct {
-	Path      string `json:"path"`
-	Bytes     int64  `json:"bytes"`
-	Records   int    `json:"records"`   // replayed over the file
-	Stale     int    `json:"stale"`     // skipped: the file holds them already
-	TornBytes int64  `json:"tornBytes"` // a torn last record discarded, never acknowledged
-	Seq       uint64 `json:"seq"`       // the seq of the state the entries are
+	Path      string      `json:"path"`
+	Bytes     int64       `json:"bytes"`
+	Total     int         `json:"total"`     // every record, replayable or not
+	Records   int         `json:"records"`   // replayed over the file
+	Stale     int         `json:"stale"`     // skipped: the file holds them already
+	TornBytes int64       `json:"tornBytes"` // a torn last record discarded, never acknowledged
+	Seq       uint64      `json:"seq"`       // the seq of the state the entries are
+	Damage    *damageJSON `json:"damage,omitempty"`
+}
+
+// damageJSON is where Load refused a journal (rawfile.Damage).
+type damageJSON struct {
+	Offset      int64   `json:"offset"` // the refused record
+	Bytes       int64   `json:"bytes"`
+	Seq         uint64  `json:"seq,omitempty"` // its seq, when its header reads
+	Reason      string  `json:"reason"`
+	Before      runJSON `json:"before"` // replayable: what repair-journal keeps
+	After       runJSON `json:"after"`  // not replayable without the refused record
+	FileMissing bool    `json:"fileMissing,omitempty"`
+}
+
+// runJSON is a run of consecutive records of a journal.
+type runJSON struct {
+	Records  int    `json:"records"`
+	FirstSeq uint64 `json:"firstSeq,omitempty"`
+	LastSeq  uint64 `json:"lastSeq,omitempty"`
+	Offset   int64  `json:"offset"`
+	Bytes    int64  `json:"bytes"`
 }
 
 func describeJournal(j *judged) *journalJSON {
@@ -110,7 +128,12 @@ func describeJournal(j *judged) *journalJSON {
 		return nil
 	}
 	jj := j.Journal
-	return &journalJSON{Path: jj.Path, Bytes: jj.Bytes, Records: jj.Records, Stale: jj.Stale, TornBytes: jj.TornBytes, Seq: jj.Seq}
+	out := &journalJSON{Path: jj.Path, Bytes: jj.Bytes, Total: jj.Total, Records: jj.Records, Stale: jj.Stale, TornBytes: jj.TornBytes, Seq: jj.Seq}
+	if d := jj.Damage; d != nil {
+		out.Damage = &damageJSON{Offset: d.Offset, Bytes: d.Bytes, Seq: d.Seq, Reason: d.Reason,
+			Before: runJSON(d.Before), After: runJSON(d.After), FileMissing: d.FileMissing}
+	}
+	return out
 }
 
 func describe(j *judged) fileJSON {
@@ -126,34 +149,6 @@ func describe(j *judged) fileJSON {
 	return d
 }
 
-// quarantined describes the quarantined copies of a checkpoint, oldest
-// first: the files whose names start with prefix.
-func quarantined(ctx context.Context, prefix string, schema int) []fileJSON {
-	dir, base := filepath.Split(prefix)
-	ents, err := os.ReadDir(filepath.Clean(dir))
-	if err != nil {
-		return []fileJSON{}
-	}
-	var names []string
-	for _, de := range ents {
-		// A quarantined journal is read with its file (NAME.journal).
-		if strings.HasPrefix(de.Name(), base) && !strings.HasSuffix(de.Name(), ".journal") {
-			names = append(names, de.Name())
-		}
-	}
-	sort.Strings(names) // the names carry their UTC time: oldest first
-	out := make([]fileJSON, 0, len(names))
-	for _, n := range names {
-		d := describe(readFile(ctx, filepath.Join(dir, n), schema, false))
-		stamp, _, _ := strings.Cut(strings.TrimPrefix(n, base), "-")
-		if t, err := time.Parse("20060102T150405.000000000Z", stamp); err == nil {
-			d.QuarantinedAt = &t
-		}
-		out = append(out, d)
-	}
-	return out
-}
-
 func printInspect(w io.Writer, out *inspectJSON) {
 	fmt.Fprintf(w, "%s\n", out.Path)
 	fmt.Fprintf(w, "  verdict:   %s\n", out.Verdict)
@@ -165,7 +160,7 @@ func printInspect(w io.Writer, out *inspectJSON) {
 		fmt.Fprintf(w, "  phase:     %s\n  writer:    %s\n  boot ID:   %s\n", orNone(h.Phase), orNone(h.Writer), orNone(h.BootID))
 		fmt.Fprintf(w, "  saved at:  %s\n", h.SavedAt.Format(time.RFC3339Nano))
 	}
-	if f := out.File; f != nil && out.Journal != nil {
+	if f := out.File; f != nil && out.Journal != nil && out.Journal.Records > 0 {
 		fmt.Fprintf(w, "  file:      seq %d, phase %s, writer %s, saved %s (the header above is the journal's last record replayed over it)\n",
 			f.Seq, orNone(f.Phase), orNone(f.Writer), f.SavedAt.Format(time.RFC3339Nano))
 	}
@@ -174,26 +169,28 @@ func printInspect(w io.Writer, out *inspectJSON) {
 	}
 	fmt.Fprintf(w, "  checksum:  %s\n", out.Checksum)
 	fmt.Fprintf(w, "  journal:   %s\n", journalLine(out.Journal))
+	if d := out.Journal.damage(); d != nil {
+		printDamage(w, out.Path, d)
+	}
 	fmt.Fprintf(w, "  lock:      %s\n  lock file: %s\n", out.Lock, out.Lock.Path)
 	if out.Prev == nil {
 		fmt.Fprintf(w, "  .prev:     none\n")
 	} else {
 		fmt.Fprintf(w, "  .prev:     %s\n", sibling(out.Prev))
 	}
-	if len(out.Quarantined) == 0 {
-		fmt.Fprintf(w, "  quarantined copies: none\n")
-		return
-	}
-	fmt.Fprintf(w, "  quarantined copies: %d\n", len(out.Quarantined))
-	for i := range out.Quarantined {
-		fmt.Fprintf(w, "    %s\n", sibling(&out.Quarantined[i]))
-	}
+	printKept(w, out.Kept)
 }
 
 // journalLine describes the journal in one line.
 func journalLine(j *journalJSON) string {
-	if j == nil {
+	switch {
+	case j == nil:
 		return "none"
+	case j.Damage != nil && j.Damage.FileMissing:
+		return fmt.Sprintf("%s: %d bytes, %s, but the file they follow is missing",
+			filepath.Base(j.Path), j.Bytes, j.Damage.After.span())
+	case j.Damage != nil:
+		return fmt.Sprintf("%s: %d bytes, %d records, damaged at byte %d: Load refuses it", filepath.Base(j.Path), j.Bytes, j.Total, j.Damage.Offset)
 	}
 	s := fmt.Sprintf("%s: %d bytes, %d records replayed (state seq %d)", filepath.Base(j.Path), j.Bytes, j.Records, j.Seq)
 	if j.Stale > 0 {
@@ -205,6 +202,58 @@ func journalLine(j *journalJSON) string {
 	return s
 }
 
+func (j *journalJSON) damage() *damageJSON {
+	if j == nil {
+		return nil
+	}
+	return j.Damage
+}
+
+// printDamage shows where the journal is damaged and what a repair that
+// keeps every intact record keeps and drops.
+func printDamage(w io.Writer, path string, d *damageJSON) {
+	if d.FileMissing {
+		fmt.Fprintf(w, "             what to do: phaseshift restore-prev %s (it keeps the journal aside), or restore a kept copy of the file with phaseshift restore-kept\n", path)
+		return
+	}
+	fmt.Fprintf(w, "             before the damage: %s: replayable\n", d.Before.describe())
+	fmt.Fprintf(w, "             the damaged record: bytes %d-%d (%s)%s\n", d.Offset, d.Offset+d.Bytes, d.Reason, seqNote(d.Seq))
+	fmt.Fprintf(w, "             after the damage: %s: not replayable without it\n", d.After.describe())
+	fmt.Fprintf(w, "             what to do: phaseshift repair-journal %s shows what it keeps and drops; add --drop-damaged-records to do it\n", path)
+}
+
+func seqNote(seq uint64) string {
+	if seq == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", seq %d", seq)
+}
+
+// describe says how many records, their seqs and their bytes.
+func (r runJSON) describe() string {
+	return fmt.Sprintf("%s, bytes %d-%d", r.span(), r.Offset, r.Offset+r.Bytes)
+}
+
+// span says how many records and their seqs.
+func (r runJSON) span() string {
+	s := plural(r.Records, "record")
+	switch {
+	case r.FirstSeq == 0:
+	case r.FirstSeq == r.LastSeq:
+		s += fmt.Sprintf(" (seq %d)", r.FirstSeq)
+	default:
+		s += fmt.Sprintf(" (seq %d-%d)", r.FirstSeq, r.LastSeq)
+	}
+	return s
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
 // sibling describes .prev or a quarantined copy in one line.
 func sibling(d *fileJSON) string {
 	s := filepath.Base(d.Path) + ": " + d.Verdict
@@ -214,11 +263,12 @@ func sibling(d *fileJSON) string {
 	if d.Verdict == verdictIntact {
 		s += fmt.Sprintf(", %d entries", d.Entries)
 	}
-	if d.Journal != nil {
-		s += fmt.Sprintf(", with its journal (%d records)", d.Journal.Records)
-	}
-	if d.QuarantinedAt != nil {
-		s += ", quarantined " + d.QuarantinedAt.Format(time.RFC3339)
+	switch j := d.Journal; {
+	case j == nil:
+	case j.Damage != nil && !j.Damage.FileMissing:
+		s += fmt.Sprintf(", with its journal (%d records, damaged at byte %d)", j.Total, j.Damage.Offset)
+	default:
+		s += fmt.Sprintf(", with its journal (%d records)", j.Total)
 	}
 	return s
 }

@@ -174,7 +174,7 @@ func TestDiffJournaledAndPrev(t *testing.T) {
 	// with it, so the copy differs from the repair by the deleted key only.
 	r = run(t, "delete", path, keyJSON(t, k(1)))
 	require.Equal(t, 0, r.code, r.stderr)
-	kept := quarantined(t, path)
+	kept := kept(t, path)
 	var copyPath string
 	for _, q := range kept {
 		if !bytes.HasSuffix([]byte(q), []byte(".journal")) {
@@ -217,7 +217,7 @@ func TestJournalValuesNeverInOutput(t *testing.T) {
 			assert.NotContains(t, r.stdout, secret, "%v", args)
 		}
 	}
-	assert.Empty(t, quarantined(t, path), "no repair ran on a damaged journal")
+	assert.Empty(t, kept(t, path), "no repair ran on a damaged journal")
 
 	// Torn: the last record cut in the middle of its value.
 	last := bytes.LastIndex(journal, []byte(secret))
@@ -279,4 +279,110 @@ func TestHeaderIsWhatLoadRestores(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, fmt.Sprintf("seq %d, ", loaded.Meta.Seq))
 	assert.Contains(t, r.stdout, fmt.Sprintf("2 journal records over the file's seq %d", loaded.Meta.Seq-2))
+}
+
+// commits writes, as a daemon WithJournal does, a file holding entries
+// 0..2 and then n commits to its journal, the i-th a put of entry 10+i
+// (phase contract, writer ipamd v1.9.0). It returns the path, the file's
+// seq, and the journal's records, each with its newline.
+func commits(t *testing.T, dir string, n int) (string, uint64, [][]byte) {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(dir, "state.json")
+	f, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[key, value]{
+		Meta: checkpoint.Meta{Phase: "migrate", Writer: "ipamd v1.8.0", BootID: "boot-1"}, Entries: entries(3)}))
+	s, err := f.Load(ctx)
+	require.NoError(t, err)
+	m := checkpoint.Meta{Phase: "contract", Writer: "ipamd v1.9.0", BootID: "boot-1"}
+	for i := range n {
+		require.NoError(t, f.Commit(ctx, m, []checkpoint.Change[key, value]{{Key: k(10 + i), Value: v(10 + i)}}))
+	}
+	require.Equal(t, n, f.Journal().Records)
+	recs := bytes.SplitAfter(readBytes(t, path+".journal"), []byte("\n"))
+	require.Len(t, recs, n+1)
+	require.Empty(t, recs[n])
+	return path, s.Meta.Seq, recs[:n]
+}
+
+// damage flips a byte inside the value of record i of path's journal (its
+// secret token), as bit rot would, and returns the journal.
+func damage(t *testing.T, path string, recs [][]byte, i int) []byte {
+	t.Helper()
+	at := bytes.Index(recs[i], []byte(secret))
+	require.Positive(t, at)
+	recs[i] = bytes.Clone(recs[i])
+	recs[i][at+1] ^= 0x01
+	j := bytes.Join(recs, nil)
+	require.NoError(t, os.WriteFile(path+".journal", j, 0o600))
+	return j
+}
+
+// journalOut is the journal in inspect's --json output.
+type journalOut struct {
+	Path    string
+	Bytes   int64
+	Total   int
+	Records int
+	Seq     uint64
+	Damage  *struct {
+		Offset, Bytes int64
+		Seq           uint64
+		Reason        string
+		Before, After struct {
+			Records           int
+			FirstSeq, LastSeq uint64
+			Offset, Bytes     int64
+		}
+	}
+}
+
+// A journal damaged before its last record makes the checkpoint corrupt,
+// and inspect shows where: the records before the damage (which Load
+// would replay, and repair-journal keeps), the damaged record, and what
+// follows it, by count, seq and byte offset, never by value.
+func TestInspectShowsADamagedJournal(t *testing.T) {
+	path, fileSeq, recs := commits(t, t.TempDir(), 4)
+	j := damage(t, path, recs, 1)
+	r0, r1, r2, r3 := int64(len(recs[0])), int64(len(recs[1])), int64(len(recs[2])), int64(len(recs[3]))
+
+	r := run(t, "inspect", "--json", path)
+	require.Equal(t, 4, r.code, r.stderr)
+	assert.NotContains(t, r.stdout, secret)
+	var out struct {
+		Verdict string
+		Journal *journalOut
+	}
+	decodeJSON(t, r.stdout, &out)
+	assert.Equal(t, "corrupt", out.Verdict)
+	require.NotNil(t, out.Journal)
+	assert.Equal(t, int64(len(j)), out.Journal.Bytes)
+	assert.Equal(t, 4, out.Journal.Total, "every record, replayable or not")
+	assert.Zero(t, out.Journal.Records, "Load replays none: it refuses the journal")
+	d := out.Journal.Damage
+	require.NotNil(t, d)
+	assert.Equal(t, r0, d.Offset)
+	assert.Equal(t, r1, d.Bytes)
+	assert.Contains(t, d.Reason, "checksum mismatch")
+	assert.Equal(t, 1, d.Before.Records)
+	assert.Equal(t, [2]uint64{fileSeq + 1, fileSeq + 1}, [2]uint64{d.Before.FirstSeq, d.Before.LastSeq})
+	assert.Equal(t, [2]int64{0, r0}, [2]int64{d.Before.Offset, d.Before.Bytes})
+	assert.Equal(t, 2, d.After.Records)
+	assert.Equal(t, [2]uint64{fileSeq + 3, fileSeq + 4}, [2]uint64{d.After.FirstSeq, d.After.LastSeq})
+	assert.Equal(t, [2]int64{r0 + r1, r2 + r3}, [2]int64{d.After.Offset, d.After.Bytes})
+
+	r = run(t, "inspect", path)
+	require.Equal(t, 4, r.code)
+	assert.NotContains(t, r.stdout, secret)
+	for _, want := range []string{
+		fmt.Sprintf("state.json.journal: %d bytes, 4 records, damaged at byte %d", len(j), r0),
+		fmt.Sprintf("before the damage: 1 record (seq %d), bytes 0-%d", fileSeq+1, r0),
+		fmt.Sprintf("the damaged record: bytes %d-%d (", r0, r0+r1),
+		fmt.Sprintf("after the damage: 2 records (seq %d-%d), bytes %d-%d", fileSeq+3, fileSeq+4, r0+r1, len(j)),
+		"phaseshift repair-journal",
+	} {
+		assert.Contains(t, r.stdout, want)
+	}
 }

@@ -173,12 +173,16 @@ func decodeJSON(t *testing.T, out string, into any) {
 	require.NoError(t, json.Unmarshal([]byte(out), into), "output: %s", out)
 }
 
-// quarantined returns the quarantined copies beside path.
-func quarantined(t *testing.T, path string) []string {
+// kept returns the copies kept beside path, the daemon's quarantined ones
+// (path.corrupt-*) and those the repairs kept (path.before-*), journals
+// included, sorted by name.
+func kept(t *testing.T, path string) []string {
 	t.Helper()
-	names, err := filepath.Glob(path + ".corrupt-*")
+	q, err := filepath.Glob(path + ".corrupt-*")
 	require.NoError(t, err)
-	return names
+	b, err := filepath.Glob(path + ".before-*")
+	require.NoError(t, err)
+	return append(q, b...)
 }
 
 func readBytes(t *testing.T, path string) []byte {

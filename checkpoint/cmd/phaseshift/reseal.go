@@ -34,11 +34,12 @@ torn write, which reseal would make the daemon trust: so it runs only with
 --i-edited-this-file-by-hand. Check the edit first with
 phaseshift diff --ignore-checksum PATH PATH.prev. The edit must keep the
 writer's layout (one entry per line, the header's lines as they were). The
-hand-edited file is kept as a quarantined copy; PATH.prev is left as it is.
+hand-edited file is kept as PATH.before-reseal-<time>; PATH.prev is left as
+it is.
 With a journal (PATH.journal, checkpoint.WithJournal), its records are
 replayed over the edited file and folded into the resealed one, which
 records the last record's phase and writer, and the journal is kept with
-the quarantined copy and removed.`,
+the copy and removed.`,
 		examples: []string{
 			"phaseshift diff --ignore-checksum --values /var/run/ipamd/state.json /var/run/ipamd/state.json.prev",
 			"phaseshift reseal --i-edited-this-file-by-hand /var/run/ipamd/state.json",
@@ -71,14 +72,8 @@ func runReseal(ctx context.Context, e *env, o *resealOptions, args []string) (er
 		return printRepaired(e, r, fmt.Sprintf("%s is intact already (its checksum holds): nothing to reseal", j.Path))
 	}
 	r.Replaced = "checksum mismatch"
-	if r.Kept, err = l.KeepCopy(ctx); err != nil {
-		return fail(exitFailed, "keeping a copy of the file before resealing it, nothing changed: %v", err)
-	}
 	prev := readFile(ctx, rawfile.NamesOf(j.Path).Prev, 0, false)
-	if err := l.Replace(ctx, j.Meta, j.Entries, max(seqOf(j), seqOf(prev))); err != nil {
-		return fail(exitFailed, "writing %s: %v", j.Path, err)
-	}
-	if err := check(ctx, l, r); err != nil {
+	if err := replace(ctx, l, r, j, j.Meta, j.Entries, seqOf(prev)); err != nil {
 		return err
 	}
 	return printRepaired(e, r, fmt.Sprintf("resealed %s: %d entries, now seq %d", r.Path, r.Entries, r.Header.Seq))

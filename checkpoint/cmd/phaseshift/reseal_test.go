@@ -34,13 +34,13 @@ func TestReseal(t *testing.T) {
 	assert.Equal(t, uint64(3), got.Meta.Seq)
 	assert.Equal(t, "migrate", got.Meta.Phase)
 	assert.Equal(t, prevBefore, readBytes(t, path+".prev"))
-	require.Equal(t, []string{out.Kept}, quarantined(t, path))
+	require.Equal(t, []string{out.Kept}, kept(t, path))
 	assert.Equal(t, edited, readBytes(t, out.Kept))
 
 	r = run(t, "reseal", "--i-edited-this-file-by-hand", path)
 	assert.Equal(t, 0, r.code)
 	assert.Contains(t, r.stdout, "nothing to reseal")
-	assert.Len(t, quarantined(t, path), 1)
+	assert.Len(t, kept(t, path), 1)
 }
 
 // An edit that breaks the file is not resealed, and nothing changes.
@@ -60,7 +60,7 @@ func TestResealRefusesABrokenEdit(t *testing.T) {
 			assert.Equal(t, 4, r.code, r.stdout)
 			assert.Contains(t, r.stderr, "cannot reseal")
 			assert.Equal(t, before, readBytes(t, path))
-			assert.Empty(t, quarantined(t, path))
+			assert.Empty(t, kept(t, path))
 		})
 	}
 }

@@ -27,16 +27,19 @@ func newRestorePrevCommand() *command {
 		summary: "put PATH.prev back as the checkpoint, durably",
 		args:    "PATH",
 		about: `restore-prev makes PATH.prev (the previous good save) the checkpoint again,
-under the checkpoint's lock, durably, with a seq above both files'. It keeps
-the file it replaces, if any, as a quarantined copy (PATH.corrupt-<time>),
-and leaves PATH.prev as it is. PATH.prev must be intact. A journal left
-without its file (PATH missing, PATH.journal not empty) is not handled: it
-exits 8; move PATH.journal aside first. With a journal
+under the checkpoint's lock, durably, with a seq above both files' (and
+above every journal record's). It keeps the file it replaces, if any, as
+PATH.before-restore-prev-<time> (phaseshift restore-kept puts it back), and
+leaves PATH.prev as it is. PATH.prev must be intact. With a journal
 (PATH.journal, checkpoint.WithJournal), the journal is kept with the copy
-and removed: its records follow the file replaced. PATH.prev lacks the last
-write (with a journal, every commit since the last compaction), so it refuses to replace an intact file unless --replace-intact says
-so (say, after a buggy daemon wrote a bad but intact file). It exits 7 if a
-daemon holds the lock longer than --lock-wait: stop the daemon first.`,
+(PATH.before-restore-prev-<time>.journal) and removed: its records follow
+the file replaced. A journal left without its file (PATH missing) is kept
+alone, as the daemon's quarantine would. PATH.prev lacks the last write
+(with a journal, every commit since the last compaction), so it refuses
+(exit 9) to replace an intact file unless --replace-intact says so (say,
+after a buggy daemon wrote a bad but intact file); for a damaged journal,
+phaseshift repair-journal keeps more. It exits 7 if a daemon holds the
+lock longer than --lock-wait: stop the daemon first.`,
 		examples: []string{
 			"phaseshift restore-prev /var/run/ipamd/state.json",
 			"phaseshift restore-prev --replace-intact /var/run/ipamd/state.json",
@@ -66,15 +69,7 @@ func runRestorePrev(ctx context.Context, e *env, o *restorePrevOptions, args []s
 			"If you mean to undo them (a buggy daemon wrote a bad but intact file), pass --replace-intact", cur.Path, seqOf(cur), prev.Path, seqOf(prev))
 	}
 	r := &repaired{Path: cur.Path, Action: "restore-prev", From: prev.Path, Replaced: cur.verdict}
-	if cur.verdict != verdictMissing {
-		if r.Kept, err = l.KeepCopy(ctx); err != nil {
-			return fail(exitFailed, "keeping a copy of the file before replacing it, nothing changed: %v", err)
-		}
-	}
-	if err := l.Replace(ctx, prev.Header, prev.Entries, max(seqOf(cur), seqOf(prev))); err != nil {
-		return fail(exitFailed, "writing %s: %v", cur.Path, err)
-	}
-	if err := check(ctx, l, r); err != nil {
+	if err := replace(ctx, l, r, cur, prev.Meta, prev.Entries, seqOf(prev)); err != nil {
 		return err
 	}
 	return printRepaired(e, r, fmt.Sprintf("restored %s from %s (seq %d, %d entries), written as seq %d", r.Path, prev.Path, seqOf(prev), r.Entries, r.Header.Seq))

@@ -2,8 +2,10 @@ package main_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -36,7 +38,7 @@ func TestRestorePrev(t *testing.T) {
 	assert.Equal(t, "ipamd v1.8.0", got.Meta.Writer)
 	assert.Equal(t, schema, got.Meta.Schema)
 	assert.Equal(t, prevBefore, readBytes(t, path+".prev"))
-	require.Equal(t, []string{out.Kept}, quarantined(t, path))
+	require.Equal(t, []string{out.Kept}, kept(t, path))
 	assert.Equal(t, bad, readBytes(t, out.Kept))
 
 	// The daemon goes on from there: its next save is seq 4.
@@ -63,8 +65,8 @@ func TestRestorePrevRefusals(t *testing.T) {
 		require.Equal(t, 0, r.code, r.stderr)
 		assert.Contains(t, r.stdout, "restored "+path+" from "+path+".prev (seq 1, 2 entries), written as seq 3")
 		assert.Equal(t, entries(2), mustLoad(t, path).Entries)
-		require.Len(t, quarantined(t, path), 1)
-		assert.Equal(t, before, readBytes(t, quarantined(t, path)[0]))
+		require.Len(t, kept(t, path), 1)
+		assert.Equal(t, before, readBytes(t, kept(t, path)[0]))
 	})
 	t.Run("missing file, .prev there", func(t *testing.T) {
 		path := save(t, t.TempDir(), entries(2), entries(3))
@@ -72,7 +74,7 @@ func TestRestorePrevRefusals(t *testing.T) {
 		r := run(t, "restore-prev", path)
 		require.Equal(t, 0, r.code, r.stderr)
 		assert.Equal(t, entries(2), mustLoad(t, path).Entries)
-		assert.Empty(t, quarantined(t, path), "nothing was replaced")
+		assert.Empty(t, kept(t, path), "nothing was replaced")
 	})
 	t.Run("no .prev", func(t *testing.T) {
 		path := save(t, t.TempDir(), entries(2))
@@ -89,7 +91,7 @@ func TestRestorePrevRefusals(t *testing.T) {
 		r := run(t, "restore-prev", path)
 		assert.Equal(t, 4, r.code)
 		assert.Equal(t, before, readBytes(t, path))
-		assert.Empty(t, quarantined(t, path))
+		assert.Empty(t, kept(t, path))
 	})
 	t.Run("locked", func(t *testing.T) {
 		path := save(t, t.TempDir(), entries(2), entries(3))
@@ -128,7 +130,7 @@ func TestRestorePrevWithAJournal(t *testing.T) {
 	assert.Greater(t, got.Meta.Seq, uint64(2), "above the file the journal followed (seq 2)")
 	_, err = os.Stat(path + ".journal")
 	assert.ErrorIs(t, err, os.ErrNotExist, "the repair removed the journal")
-	kept := quarantined(t, path)
+	kept := kept(t, path)
 	var journals int
 	for _, q := range kept {
 		if filepath.Ext(q) == ".journal" {
@@ -149,7 +151,7 @@ func TestRestorePrevDropsTheJournal(t *testing.T) {
 	assert.Equal(t, entries(2), s.Entries, ".prev, without the journal's commits")
 	assert.Greater(t, s.Meta.Seq, seqBefore, "a seq above the journal's")
 	assert.NoFileExists(t, path+".journal", "its records followed the file replaced")
-	kept := quarantined(t, path)
+	kept := kept(t, path)
 	require.Len(t, kept, 2)
 	assert.Equal(t, journalState(), lines(t, run(t, "list", kept[0]).stdout), "the copy kept has the journal's commits")
 }
@@ -163,4 +165,39 @@ func TestRestorePrevLeftoverJournalIsStale(t *testing.T) {
 	require.Equal(t, 0, run(t, "restore-prev", "--replace-intact", path).code)
 	require.NoError(t, os.WriteFile(path+".journal", journal, 0o600))
 	assert.Equal(t, entries(2), mustLoad(t, path).Entries)
+}
+
+// A journal left without its file (the file removed by hand, or a
+// quarantine cut short by a crash) is corrupt; restore-prev puts .prev
+// back as quarantine would have left it: the journal is kept aside alone
+// (PATH.before-restore-prev-<time>.journal) and removed from the path, and
+// the restored file's seq is above every record's.
+func TestRestorePrevOverAJournalWithoutItsFile(t *testing.T) {
+	path, fileSeq, recs := commits(t, t.TempDir(), 3)
+	require.NoError(t, os.Rename(path, path+".prev")) // seq 1: the journal follows it, and the file is gone
+	journal := readBytes(t, path+".journal")
+	_, err := load(t, path)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+
+	r := run(t, "inspect", path)
+	assert.Equal(t, 4, r.code)
+	assert.Contains(t, r.stdout, fmt.Sprintf("state.json.journal: %d bytes, 3 records (seq %d-%d), but the file they follow is missing", len(journal), fileSeq+1, fileSeq+3))
+
+	r = run(t, "restore-prev", "--json", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	var out repairOut
+	decodeJSON(t, r.stdout, &out)
+	assert.Equal(t, "corrupt", out.Replaced)
+	assert.True(t, strings.HasPrefix(out.Kept, path+".before-restore-prev-"), out.Kept)
+	assert.True(t, strings.HasSuffix(out.Kept, ".journal"), "only the journal was there to keep: %s", out.Kept)
+	assert.Equal(t, journal, readBytes(t, out.Kept))
+	assert.NoFileExists(t, path+".journal")
+	s := mustLoadJournaled(t, path)
+	assert.Equal(t, entries(3), s.Entries)
+	assert.Greater(t, s.Meta.Seq, fileSeq+uint64(len(recs)), "above the seq of every record it set aside")
+
+	r = run(t, "inspect", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, filepath.Base(out.Kept)+": a journal kept without its file, 3 records")
+	assert.Contains(t, r.stdout, "; kept before restore-prev at ")
 }
