@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"reflect"
 	"time"
 
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
+	"github.com/phaseshift/phaseshift/internal/jsonvalue"
 )
 
 // diffOptions are diff's flags.
@@ -129,14 +128,7 @@ func pick(values bool, v json.RawMessage) json.RawMessage {
 }
 
 // sameValue compares two values as JSON values.
-func sameValue(a, b json.RawMessage) bool {
-	if bytes.Equal(a, b) {
-		return true
-	}
-	av, errA := jsonValue(a)
-	bv, errB := jsonValue(b)
-	return errA == nil && errB == nil && reflect.DeepEqual(av, bv)
-}
+func sameValue(a, b json.RawMessage) bool { return jsonvalue.SameText(a, b) }
 
 func printDiff(w io.Writer, d *diffJSON) {
 	fmt.Fprintf(w, "A: %s (%s)\nB: %s (%s)\n", d.A, headerLine(d.HeaderA), d.B, headerLine(d.HeaderB))

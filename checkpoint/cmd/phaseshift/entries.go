@@ -2,16 +2,13 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"math/big"
-	"reflect"
 
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
+	"github.com/phaseshift/phaseshift/internal/jsonvalue"
 )
 
 // listOptions are list's flags.
@@ -143,14 +140,14 @@ func findKey(ents []rawfile.Entry, key rawfile.Key) (int, error) {
 			return i, nil
 		}
 	}
-	want, err := jsonValue([]byte(key))
+	want, err := jsonvalue.Decode([]byte(key))
 	if err != nil {
 		return -1, nil
 	}
 	found := -1
 	for i, e := range ents {
-		got, err := jsonValue([]byte(e.Key))
-		if err != nil || !reflect.DeepEqual(got, want) {
+		got, err := jsonvalue.Decode([]byte(e.Key))
+		if err != nil || !jsonvalue.Equal(got, want) {
 			continue
 		}
 		if found >= 0 {
@@ -159,39 +156,4 @@ func findKey(ents []rawfile.Entry, key rawfile.Key) (int, error) {
 		found = i
 	}
 	return found, nil
-}
-
-// jsonValue decodes JSON into Go values, numbers as the exact rational
-// they spell (so 1e2 is 100, and 2^53+1 is not 2^53).
-func jsonValue(data []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	return normalize(v), nil
-}
-
-// number is a JSON number in jsonValue's output: a type of its own, so that
-// the number 1 never equals the string "1".
-type number string
-
-func normalize(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		if r, ok := new(big.Rat).SetString(string(x)); ok {
-			return number(r.RatString())
-		}
-		return number(x)
-	case map[string]any:
-		for k, e := range x {
-			x[k] = normalize(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = normalize(e)
-		}
-	}
-	return v
 }
