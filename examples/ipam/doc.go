@@ -53,6 +53,15 @@
 // phase says it writes. It is an example, not a CNI plugin: it assigns no
 // address to any real pod.
 //
+// # The operator's repair on a live node
+//
+// With --serve --control-socket the daemon serves its Store on
+// <state>.control.sock (package migrate/control, owner-only), and the
+// phaseshift command (checkpoint/cmd/phaseshift) lists, reads and deletes
+// entries through it while the daemon runs:
+//
+//	phaseshift delete /var/run/ipam.json '{"network":"demo-net","containerID":"c1","ifName":"eth0"}'
+//
 // # Caveats
 //
 //   - The allocator serialises ADDs and DELs and keeps one address per

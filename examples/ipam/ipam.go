@@ -17,6 +17,7 @@ import (
 
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/migrate"
+	"github.com/phaseshift/phaseshift/migrate/control"
 	"github.com/phaseshift/phaseshift/source/cri"
 )
 
@@ -281,6 +282,13 @@ func (m *IPAM) Entries() map[Key]Alloc {
 		out[k] = v
 	}
 	return out
+}
+
+// ServeControl serves the store on the control socket of the checkpoint at
+// statePath (package migrate/control), for the phaseshift command's list,
+// get and delete while the daemon runs. Close the server before the IPAM.
+func (m *IPAM) ServeControl(statePath string, log *zap.Logger) (*control.Server[Key, Alloc], error) {
+	return control.Listen(control.SocketPath(statePath), m.store, control.WithLogger(log))
 }
 
 // Stats returns the store's counters, for metrics.

@@ -35,6 +35,7 @@ type config struct {
 	verbose  bool
 	lockWait time.Duration
 	metrics  string // listen address of /metrics; empty: none
+	control  bool   // with serve: the Store on its control socket
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -75,6 +76,7 @@ Flags:
 	fs.BoolVar(&c.verbose, "v", false, "log to stderr")
 	fs.DurationVar(&c.lockWait, "lock-wait", 5*time.Second, "how long to wait for another instance to release the checkpoint")
 	fs.StringVar(&c.metrics, "metrics", "", "with --serve, serve Prometheus metrics on this address (e.g. :9100) at /metrics")
+	fs.BoolVar(&c.control, "control-socket", false, "with --serve, serve the store on --state's control socket (<state>.control.sock, owner-only) for the phaseshift command's list, get and delete")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -149,6 +151,15 @@ func node(ctx context.Context, c config, stdin io.Reader, stdout, stderr io.Writ
 				return err
 			}
 			defer stop()
+		}
+		if c.control {
+			// Closed before m (defers run last first): the socket never
+			// outlives the Store, nor the checkpoint's lock.
+			srv, err := m.ServeControl(c.state, log)
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
 		}
 		return serve(ctx, m, rep, c.network, stdin, stdout)
 	}

@@ -28,12 +28,20 @@ with its journal, as PATH.before-delete-<time> (phaseshift restore-kept
 puts it back: a mistaken delete can be undone) and, as every save does, as
 PATH.prev; every other entry is written as it was. The file must be intact
 (see restore-prev and reseal for one that is not). It exits 1, changing
-nothing, if there is no such key, and 7 if a daemon holds the lock longer
-than --lock-wait: stop the daemon first, since it would not see the change
-and would write the entry back at its next save.`,
+nothing, if there is no such key.
+
+When a daemon holds the checkpoint's lock and serves its control socket
+(PATH.control.sock, package migrate/control), delete sends the delete to
+the daemon's own Store through it: the daemon deletes the entry as its own
+write, durably, so that its memory and its checkpoint agree afterwards (no
+copy is kept then; save the entry first with phaseshift get if you may
+want it back). A daemon that holds the lock and serves no socket would not
+see a change to its file and would write the entry back at its next save:
+delete then waits --lock-wait and exits 7; stop the daemon first.`,
 		examples: []string{
 			"phaseshift delete /var/run/ipamd/state.json '{\"network\":\"aws-cni\",\"containerID\":\"c1\",\"ifName\":\"eth0\"}'",
 			"phaseshift delete --lock-wait 30s /var/run/vmproxy/state.json '\"vm-17\"'",
+			"phaseshift get /var/run/vmproxy/state.json '\"vm-17\"' > vm-17.json && phaseshift delete /var/run/vmproxy/state.json '\"vm-17\"'   # a live daemon",
 		},
 		addFlags: o.AddFlags,
 		run:      func(ctx context.Context, e *env, args []string) error { return runDelete(ctx, e, o, args) },
@@ -47,6 +55,11 @@ func runDelete(ctx context.Context, e *env, o *deleteOptions, args []string) (er
 	key, err := parseKey(args[1])
 	if err != nil {
 		return err
+	}
+	if d := liveDaemon(args[0]); d != nil {
+		if served, err := d.liveDelete(ctx, e, args[0], key); served {
+			return err
+		}
 	}
 	l, err := lock(ctx, args[0], o.lockWait)
 	if err != nil {

@@ -14,9 +14,13 @@ import (
 // listOptions are list's flags.
 type listOptions struct {
 	ignoreChecksum bool
+	file           bool
 }
 
-func (o *listOptions) AddFlags(fs *flag.FlagSet) { addIgnoreChecksumFlag(fs, &o.ignoreChecksum) }
+func (o *listOptions) AddFlags(fs *flag.FlagSet) {
+	addIgnoreChecksumFlag(fs, &o.ignoreChecksum)
+	addFileFlag(fs, &o.file)
+}
 
 func newListCommand() *command {
 	o := &listOptions{}
@@ -29,7 +33,12 @@ func newListCommand() *command {
 holds the values: treat it as you treat the file. A file that is not intact
 prints nothing and exits with its verdict; with --ignore-checksum, a
 hand-edited file (checksum mismatch) is read as if its checksum held. When
-some entries cannot be read (a key twice), list prints the others and exits 4.`,
+some entries cannot be read (a key twice), list prints the others and exits 4.
+
+When a daemon holds the checkpoint's lock and serves its control socket
+(PATH.control.sock, package migrate/control), list prints the entries of
+the daemon's Store instead, through the socket, sorted by key: what the
+daemon serves. --file reads the file even then.`,
 		examples: []string{
 			"phaseshift list /var/run/ipamd/state.json | jq -c .key",
 			"phaseshift list /var/run/ipamd/state.json | jq -c 'select(.value.ip == \"10.0.0.7\")'",
@@ -43,9 +52,13 @@ some entries cannot be read (a key twice), list prints the others and exits 4.`,
 // getOptions are get's flags.
 type getOptions struct {
 	ignoreChecksum bool
+	file           bool
 }
 
-func (o *getOptions) AddFlags(fs *flag.FlagSet) { addIgnoreChecksumFlag(fs, &o.ignoreChecksum) }
+func (o *getOptions) AddFlags(fs *flag.FlagSet) {
+	addIgnoreChecksumFlag(fs, &o.ignoreChecksum)
+	addFileFlag(fs, &o.file)
+}
 
 func newGetCommand() *command {
 	o := &getOptions{}
@@ -56,7 +69,10 @@ func newGetCommand() *command {
 		about: `get prints the entry of KEY in PATH as one JSON line {"key":...,"value":...}.
 KEY is the key's JSON, as list prints it: '"c1"' for a string key, 42 for a
 number, '{"network":"n1","containerID":"c1","ifName":"eth0"}' for a struct;
-spacing and field order do not matter. It exits 1 if there is no such key.`,
+spacing and field order do not matter. It exits 1 if there is no such key.
+When a daemon holds the checkpoint's lock and serves its control socket
+(PATH.control.sock), get asks the daemon's Store through it (which finds
+the key as the daemon's Get does); --file reads the file even then.`,
 		examples: []string{
 			"phaseshift get /var/run/ipamd/state.json '{\"network\":\"aws-cni\",\"containerID\":\"c1\",\"ifName\":\"eth0\"}'",
 			"phaseshift get /var/run/vmproxy/state.json '\"vm-17\"' | jq .value",
@@ -70,6 +86,11 @@ spacing and field order do not matter. It exits 1 if there is no such key.`,
 func runList(ctx context.Context, e *env, o *listOptions, args []string) error {
 	if err := wantArgs(args, "PATH"); err != nil {
 		return err
+	}
+	if d := liveDaemon(args[0]); d != nil && !o.file && !o.ignoreChecksum {
+		if served, err := d.liveList(ctx, e, args[0]); served {
+			return err
+		}
 	}
 	j := readFile(ctx, args[0], 0, o.ignoreChecksum)
 	if j.verdict != verdictIntact && !(j.verdict == verdictCorrupt && len(j.Entries) > 0) {
@@ -95,6 +116,11 @@ func runGet(ctx context.Context, e *env, o *getOptions, args []string) error {
 	key, err := parseKey(args[1])
 	if err != nil {
 		return err
+	}
+	if d := liveDaemon(args[0]); d != nil && !o.file && !o.ignoreChecksum {
+		if served, err := d.liveGet(ctx, e, args[0], key); served {
+			return err
+		}
 	}
 	j := readFile(ctx, args[0], 0, o.ignoreChecksum)
 	if j.verdict != verdictIntact {

@@ -59,9 +59,13 @@ type fileJSON struct {
 // inspectJSON is inspect's --json output.
 type inspectJSON struct {
 	fileJSON
-	Exit int       `json:"exit"`
-	Lock lockInfo  `json:"lock"`
-	Prev *fileJSON `json:"prev"`
+	Exit int      `json:"exit"`
+	Lock lockInfo `json:"lock"`
+	// Control is the daemon's control socket (package migrate/control):
+	// its path, when a socket is there; whether list, get and delete go
+	// through it (a process holds the lock, or that cannot be told).
+	Control *controlJSON `json:"control"`
+	Prev    *fileJSON    `json:"prev"`
 	// Kept are the copies kept beside the file, oldest first.
 	Kept []keptJSON `json:"kept"`
 }
@@ -72,7 +76,7 @@ func runInspect(ctx context.Context, e *env, o *inspectOptions, args []string) e
 	}
 	j := readFile(ctx, args[0], o.schema, false)
 	names := rawfile.NamesOf(j.Path)
-	out := inspectJSON{fileJSON: describe(j), Exit: j.code(), Lock: lockState(names.Lock)}
+	out := inspectJSON{fileJSON: describe(j), Exit: j.code(), Lock: lockState(names.Lock), Control: describeControl(j.Path)}
 	if p := readFile(ctx, names.Prev, o.schema, false); p.verdict != verdictMissing {
 		d := describe(p)
 		out.Prev = &d
@@ -173,6 +177,7 @@ func printInspect(w io.Writer, out *inspectJSON) {
 		printDamage(w, out.Path, d)
 	}
 	fmt.Fprintf(w, "  lock:      %s\n  lock file: %s\n", out.Lock, out.Lock.Path)
+	fmt.Fprintf(w, "  control:   %s\n", out.Control)
 	if out.Prev == nil {
 		fmt.Fprintf(w, "  .prev:     none\n")
 	} else {

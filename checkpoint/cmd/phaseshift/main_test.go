@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,7 +35,14 @@ var (
 	buildErr  error
 )
 
-func TestMain(m *testing.M) { os.Exit(testbin.Run(m, "phaseshift-cmd", &binDir)) }
+// TestMain runs the tests, or, in a child the tests start, plays a
+// daemon that serves its Store on its control socket (live_test.go).
+func TestMain(m *testing.M) {
+	if path := os.Getenv(envDaemon); path != "" {
+		os.Exit(runDaemon(path))
+	}
+	os.Exit(testbin.Run(m, "phaseshift-cmd", &binDir))
+}
 
 // command builds the command once, on first use, and returns its path.
 func command(t *testing.T) string {
@@ -86,9 +94,18 @@ type result struct {
 // run runs the command and checks that its errors hold no value.
 func run(t *testing.T, args ...string) result {
 	t.Helper()
+	return runAs(t, command(t), nil, args...)
+}
+
+// runAs runs bin with the credentials cred (nil: this process's).
+func runAs(t *testing.T, bin string, cred *syscall.Credential, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, command(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	r := result{}
