@@ -68,10 +68,11 @@
 //     back.
 //
 // Each kind is bounded: a checkpoint keeps its 5 newest quarantined copies
-// and its 5 newest copies kept by repairs. Quarantine, and a repair once it
-// is done, removes the oldest copies of its kind beyond 5, each file before
-// its journal. A name that does not read as a kept copy's (its time in the
-// format above) is never removed.
+// and its 5 newest copies kept by repairs. A File's Quarantine, and a
+// repair once it is done, removes the oldest copies of its kind beyond 5,
+// each file before its journal. A name that does not read as a kept copy's
+// (its time in the format above) is never removed. (A Memory, for tests,
+// keeps every copy it quarantined.)
 //
 // # Keys
 //

@@ -39,7 +39,7 @@ type rawCore = core[rawfile.Key, json.RawMessage]
 // namesOf mirrors the names Open and quarantine give the files beside path.
 func namesOf(path string) rawfile.Names {
 	path = filepath.Clean(path)
-	return rawfile.Names{Prev: path + ".prev", Lock: path + ".lock", Journal: path + ".journal"}
+	return rawfile.Names{Prev: path + ".prev", Lock: path + ".lock"}
 }
 
 // primed is a backend whose next read of the file, and of the journal,

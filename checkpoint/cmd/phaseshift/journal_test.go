@@ -385,4 +385,38 @@ func TestInspectShowsADamagedJournal(t *testing.T) {
 	} {
 		assert.Contains(t, r.stdout, want)
 	}
+	r = run(t, "verify", path)
+	assert.Equal(t, 4, r.code)
+	assert.Contains(t, r.stderr, fmt.Sprintf("the record at byte %d is damaged", r0))
+	assert.Contains(t, r.stderr, "phaseshift repair-journal "+path)
+}
+
+// A journaled file of a newer value schema than the daemon knows
+// (--schema) is reported newer (exit 5), with the header of its last
+// commit.
+func TestNewerJournaledFile(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.json")
+	f, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema+1), checkpoint.WithJournal())
+	require.NoError(t, err)
+	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[key, value]{Meta: checkpoint.Meta{Phase: "migrate"}, Entries: entries(2)}))
+	require.NoError(t, f.Commit(ctx, checkpoint.Meta{Phase: "contract", Writer: "ipamd v2.0.0"}, []checkpoint.Change[key, value]{{Key: k(5), Value: v(5)}}))
+	require.NoError(t, f.Close())
+
+	r := run(t, "verify", "--json", "--schema", fmt.Sprint(schema), path)
+	assert.Equal(t, 5, r.code, r.stderr)
+	var out struct {
+		Verdict      string
+		Header, File *struct {
+			Schema int
+			Seq    uint64
+			Phase  string
+		}
+	}
+	decodeJSON(t, r.stdout, &out)
+	assert.Equal(t, "newer", out.Verdict)
+	require.NotNil(t, out.Header)
+	assert.Equal(t, schema+1, out.Header.Schema)
+	assert.Equal(t, "contract", out.Header.Phase, "the last commit's")
+	assert.Equal(t, out.File.Seq+1, out.Header.Seq)
 }

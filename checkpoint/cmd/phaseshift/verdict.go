@@ -76,6 +76,9 @@ func (j *judged) failure() error {
 
 // advice says what an operator can do about a file that is not intact.
 func advice(j *judged) string {
+	if d := j.Journal.Damage; d != nil && j.verdict == verdictCorrupt {
+		return journalAdvice(j, d)
+	}
 	names := rawfile.NamesOf(j.Path)
 	switch j.verdict {
 	case verdictMissing:
@@ -97,6 +100,17 @@ func advice(j *judged) string {
 		return "check that the path is a regular file (not a directory or a symlink) and run as a user that can read it (the daemon's, or root)"
 	}
 	return ""
+}
+
+// journalAdvice says what to do about a damaged journal.
+func journalAdvice(j *judged, d *rawfile.Damage) string {
+	if d.FileMissing {
+		return fmt.Sprintf("the journal %s follows a file that is missing: stop the daemon and run phaseshift restore-prev %s (it keeps the journal aside), "+
+			"or restore a kept copy of the file with phaseshift restore-kept (see them with phaseshift inspect %s)", j.Journal.Path, j.Path, j.Path)
+	}
+	return fmt.Sprintf("see where with: phaseshift inspect %s. Then stop the daemon and run phaseshift repair-journal %s: it says which records it keeps "+
+		"(every one before the damage) and which it drops, and does it with --drop-damaged-records; restore-prev would lose every commit since the last compaction",
+		j.Path, j.Path)
 }
 
 // headerJSON is a header in --json output.

@@ -214,9 +214,8 @@ type Locked interface {
 
 // Names are the files package checkpoint keeps beside a checkpoint.
 type Names struct {
-	Prev    string // the previous good file
-	Lock    string // the lock file
-	Journal string // the journal (checkpoint.WithJournal)
+	Prev string // the previous good file
+	Lock string // the lock file
 }
 
 // Why is why a copy was kept.
