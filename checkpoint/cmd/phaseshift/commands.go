@@ -109,7 +109,7 @@ func usage() string {
 	var b strings.Builder
 	b.WriteString("phaseshift checks, shows and repairs a phaseshift checkpoint file.\n\nusage: phaseshift VERB [flags] ARGS\n\nverbs:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(&b, "  %-14s %s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "  %-15s %s\n", c.name, c.summary)
 	}
 	b.WriteString(`
 Every verb takes --json for machine-readable output (stdout then holds

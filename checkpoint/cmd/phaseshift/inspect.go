@@ -23,17 +23,22 @@ func newInspectCommand() *command {
 	o := &inspectOptions{}
 	return &command{
 		name:    "inspect",
-		summary: "show a checkpoint's header, checksum, lock holder, .prev and quarantined copies",
+		summary: "show a checkpoint's header, checksum, journal, lock holder, control socket, .prev and kept copies",
 		args:    "PATH",
 		about: `inspect shows what a daemon would restore from PATH and what lies beside it:
-the header (format, value schema, seq, the writer's phase and version, boot
-ID, time of the save), the number of entries and the file's size, the
-checksum verdict, the journal (PATH.journal, with checkpoint.WithJournal:
-its records, replayed in what the entries count, and a torn last record
-Load discarded), whether a process holds the checkpoint's lock (and its
-PID), PATH.prev and the quarantined copies (PATH.corrupt-<time>, each with
-its journal if it had one) with their seq and time. It exits with PATH's verdict, as verify does. It does not take
-the lock.`,
+the header Load returns (format, value schema, seq, the writer's phase and
+version, boot ID, time of the save: with a journal, its last record's, and
+the file's own header beside it), the number of entries and the file's
+size, the checksum verdict, the journal (PATH.journal, with
+checkpoint.WithJournal: its records, replayed in what the entries count, a
+torn last record Load discarded, or where it is damaged: the records
+before the damage, the damaged one and those after it, by count, seq and
+byte range), whether a process holds the checkpoint's lock (and its PID),
+the daemon's control socket (PATH.control.sock), PATH.prev, and the kept
+copies, each with its journal if it had one, its seq and why and when it
+was kept: the daemon's quarantined files (PATH.corrupt-<time>) and the
+files the repairs replaced (PATH.before-<verb>-<time>). It exits with
+PATH's verdict, as verify does. It does not take the lock.`,
 		examples: []string{
 			"phaseshift inspect /var/run/ipamd/state.json",
 			"phaseshift inspect --json /var/run/ipamd/state.json | jq .lock",

@@ -49,14 +49,15 @@ func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
 		r := run(t, args...)
 		assert.Equal(t, 0, r.code)
-		for _, verb := range []string{"verify", "inspect", "list", "get", "diff", "delete", "restore-prev", "reseal"} {
+		for _, verb := range []string{"verify", "inspect", "list", "get", "diff", "delete", "restore-prev", "restore-kept", "repair-journal", "reseal"} {
 			assert.Contains(t, r.stdout, "  "+verb+" ")
 		}
 		assert.Contains(t, r.stdout, "exit status:")
 		assert.Contains(t, r.stdout, "examples:")
 	}
 	for verb, flag := range map[string]string{"verify": "-schema", "inspect": "-schema", "list": "-ignore-checksum",
-		"get": "-ignore-checksum", "diff": "-values", "delete": "-lock-wait", "restore-prev": "-replace-intact", "reseal": "-i-edited-this-file-by-hand"} {
+		"get": "-ignore-checksum", "diff": "-values", "delete": "-lock-wait", "restore-prev": "-replace-intact", "reseal": "-i-edited-this-file-by-hand",
+		"restore-kept": "-replace-intact", "repair-journal": "-drop-damaged-records"} {
 		r := run(t, verb, "--help")
 		assert.Equal(t, 0, r.code, verb)
 		assert.Contains(t, r.stdout, "usage: phaseshift "+verb)
