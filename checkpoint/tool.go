@@ -168,10 +168,8 @@ func rawJournal(c *rawCore, name string, jdata []byte, jerr error, seq uint64) r
 	if st.Torn != nil {
 		j.TornBytes = st.Torn.Bytes
 	}
-	j.Total = bytes.Count(jdata, []byte("\n"))
-	if len(jdata) > 0 && jdata[len(jdata)-1] != '\n' {
-		j.Total++ // a last record without its end of line
-	}
+	j.All = journalRun(jdata, 0)
+	j.Total = j.All.Records
 	return j
 }
 

@@ -105,6 +105,8 @@ type journalJSON struct {
 	Path      string      `json:"path"`
 	Bytes     int64       `json:"bytes"`
 	Total     int         `json:"total"`     // every record, replayable or not
+	FirstSeq  uint64      `json:"firstSeq,omitempty"` // of the first and last records that read
+	LastSeq   uint64      `json:"lastSeq,omitempty"`
 	Records   int         `json:"records"`   // replayed over the file
 	Stale     int         `json:"stale"`     // skipped: the file holds them already
 	TornBytes int64       `json:"tornBytes"` // a torn last record discarded, never acknowledged
@@ -137,7 +139,8 @@ func describeJournal(j *judged) *journalJSON {
 		return nil
 	}
 	jj := j.Journal
-	out := &journalJSON{Path: jj.Path, Bytes: jj.Bytes, Total: jj.Total, Records: jj.Records, Stale: jj.Stale, TornBytes: jj.TornBytes, Seq: jj.Seq}
+	out := &journalJSON{Path: jj.Path, Bytes: jj.Bytes, Total: jj.Total, FirstSeq: jj.All.FirstSeq, LastSeq: jj.All.LastSeq,
+		Records: jj.Records, Stale: jj.Stale, TornBytes: jj.TornBytes, Seq: jj.Seq}
 	if d := jj.Damage; d != nil {
 		out.Damage = &damageJSON{Offset: d.Offset, Bytes: d.Bytes, Seq: d.Seq, Reason: d.Reason,
 			Before: runJSON(d.Before), After: runJSON(d.After), FileMissing: d.FileMissing}
@@ -201,6 +204,9 @@ func journalLine(j *journalJSON) string {
 			filepath.Base(j.Path), j.Bytes, j.Damage.After.span())
 	case j.Damage != nil:
 		return fmt.Sprintf("%s: %d bytes, %d records, damaged at byte %d: Load refuses it", filepath.Base(j.Path), j.Bytes, j.Total, j.Damage.Offset)
+	case j.Records == 0 && j.Stale == 0 && j.Total > 0 && j.TornBytes == 0:
+		return fmt.Sprintf("%s: %d bytes, %s, not replayed: Load refused the file they follow", filepath.Base(j.Path), j.Bytes,
+			runJSON{Records: j.Total, FirstSeq: j.FirstSeq, LastSeq: j.LastSeq}.span())
 	}
 	s := fmt.Sprintf("%s: %d bytes, %d records replayed (state seq %d)", filepath.Base(j.Path), j.Bytes, j.Records, j.Seq)
 	if j.Stale > 0 {

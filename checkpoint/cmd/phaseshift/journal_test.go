@@ -420,3 +420,21 @@ func TestNewerJournaledFile(t *testing.T) {
 	assert.Equal(t, "contract", out.Header.Phase, "the last commit's")
 	assert.Equal(t, out.File.Seq+1, out.Header.Seq)
 }
+
+// A damaged file with an intact journal: inspect counts the journal's
+// records and their seqs, not replayed, and so does the kept copy
+// restore-prev leaves.
+func TestInspectAJournalOverADamagedFile(t *testing.T) {
+	path := journaled(t, t.TempDir(), entries(2), entries(3)) // file seq 2, records seq 3 and 4
+	edit(t, path, "10.0.0.1", "10.0.0.9")
+	r := run(t, "inspect", path)
+	assert.Equal(t, 4, r.code)
+	assert.Contains(t, r.stdout, fmt.Sprintf("state.json.journal: %d bytes, 2 records (seq 3-4), not replayed: Load refused the file they follow", len(readBytes(t, path+".journal"))))
+
+	r = run(t, "restore-prev", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = run(t, "inspect", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, ": corrupt, seq 2, ")
+	assert.Contains(t, r.stdout, ", with its journal (2 records); kept before restore-prev at ")
+}

@@ -32,6 +32,9 @@ func TestUsageErrors(t *testing.T) {
 		{"negative lock wait", []string{"restore-prev", "--lock-wait", "-1s", "/x"}, "--lock-wait -1s is negative"},
 		{"bad key", []string{"delete", "/x", `{"a":`}, "KEY: the key is not valid JSON"},
 		{"reseal without the flag", []string{"reseal", "/x"}, "--i-edited-this-file-by-hand"},
+		{"missing COPY", []string{"restore-kept", "/x"}, "missing COPY"},
+		{"repair-journal of two paths", []string{"repair-journal", "/a", "/b"}, "too many arguments"},
+		{"flag of another repair", []string{"repair-journal", "--replace-intact", "/x"}, "flag provided but not defined: -replace-intact"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
