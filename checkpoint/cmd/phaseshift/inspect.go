@@ -104,7 +104,7 @@ func runInspect(ctx context.Context, e *env, o *inspectOptions, args []string) e
 type journalJSON struct {
 	Path      string      `json:"path"`
 	Bytes     int64       `json:"bytes"`
-	Total     int         `json:"total"`     // every record, replayable or not
+	Total     int         `json:"total"`              // every record, replayable or not
 	FirstSeq  uint64      `json:"firstSeq,omitempty"` // of the first and last records that read
 	LastSeq   uint64      `json:"lastSeq,omitempty"`
 	Records   int         `json:"records"`   // replayed over the file
