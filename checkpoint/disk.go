@@ -409,7 +409,7 @@ func (d *disk) quarantine() (string, error) {
 	if err := d.own("quarantine", nil); err != nil {
 		return "", err
 	}
-	base := d.path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+	base := keptBase(d.path, keptQuarantine, "", time.Now())
 	dst, hasFile, err := d.linkAside(d.path, base, "")
 	if err != nil {
 		return "", err
@@ -453,6 +453,7 @@ func (d *disk) quarantine() (string, error) {
 			return "", pathError("quarantine: fsync directory", d.dir, err)
 		}
 	}
+	d.pruneKept(keptQuarantine)
 	return dst, nil
 }
 

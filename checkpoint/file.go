@@ -164,8 +164,11 @@ func (f *File[K, V]) Commit(ctx context.Context, m Meta, changes []Change[K, V])
 }
 
 // Quarantine moves the checkpoint aside to path+".corrupt-<UTC time>" for
-// inspection and returns the new name. Afterwards there is no checkpoint
-// and Save may create one. It returns ErrNotExist if there is no file.
+// inspection (its journal, if any, to the same name + ".journal") and
+// returns the new name. Afterwards there is no checkpoint and Save may
+// create one. It returns ErrNotExist if there is no file. The checkpoint
+// keeps its 5 newest quarantined copies: Quarantine removes older ones
+// (see the package documentation's Kept copies).
 func (f *File[K, V]) Quarantine(ctx context.Context) (string, error) {
 	return f.c.quarantine(ctx)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/metrics"
 	"github.com/phaseshift/phaseshift/migrate"
+	"github.com/phaseshift/phaseshift/migrate/control"
 	"github.com/phaseshift/phaseshift/source/cri"
 )
 
@@ -298,6 +299,13 @@ func (m *IPAM) Entries() map[Key]Alloc {
 // Metrics returns the Prometheus collector of the store (package
 // metrics): what --metrics serves.
 func (m *IPAM) Metrics() prometheus.Collector { return m.metrics }
+
+// ServeControl serves the store on the control socket of the checkpoint at
+// statePath (package migrate/control), for the phaseshift command's list,
+// get and delete while the daemon runs. Close the server before the IPAM.
+func (m *IPAM) ServeControl(statePath string, log *zap.Logger) (*control.Server[Key, Alloc], error) {
+	return control.Listen(control.SocketPath(statePath), m.store, control.WithLogger(log))
+}
 
 // Close closes the store and releases the checkpoint's lock.
 func (m *IPAM) Close() error { return m.store.Close() }

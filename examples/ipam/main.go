@@ -35,6 +35,7 @@ type config struct {
 	verbose  bool
 	lockWait time.Duration
 	metrics  string // listen address of /metrics; empty: none
+	control  bool   // with serve: the Store on its control socket
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -57,8 +58,8 @@ and with --metrics as well it serves Prometheus metrics while it does:
 
   ipam --cri unix:///run/containerd/containerd.sock --serve --metrics :9100
 
-Every other flag needs --cri, and --metrics needs --serve: a flag that
-would be ignored is an error.
+Every other flag needs --cri, and --metrics and --control-socket need
+--serve: a flag that would be ignored is an error.
 
 Flags:
 `, envPhase)
@@ -83,6 +84,7 @@ Flags:
 	fs.BoolVar(&c.verbose, "v", false, "log to stderr")
 	fs.DurationVar(&c.lockWait, "lock-wait", 5*time.Second, "how long to wait for another instance to release the checkpoint")
 	fs.StringVar(&c.metrics, "metrics", "", "with --cri and --serve, serve Prometheus metrics (package metrics) on this address (e.g. :9100) at /metrics")
+	fs.BoolVar(&c.control, "control-socket", false, "with --cri and --serve, serve the store on --state's control socket (<state>.control.sock, owner-only) for the phaseshift command's list, get and delete")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -110,6 +112,8 @@ func usable(fs *flag.FlagSet, c config) error {
 		return fmt.Errorf("%s: only with --cri (without it ipam plays the demo, which takes no flags)", strings.Join(set, ", "))
 	case c.metrics != "" && !c.serve:
 		return errors.New("--metrics: only with --serve (without it ipam restores, prints what it restored and exits: nothing would be scraped)")
+	case c.control && !c.serve:
+		return errors.New("--control-socket: only with --serve (without it ipam restores, prints what it restored and exits: nothing would answer the socket)")
 	}
 	return nil
 }
@@ -174,6 +178,15 @@ func node(ctx context.Context, c config, stdin io.Reader, stdout, stderr io.Writ
 				return err
 			}
 			defer stop()
+		}
+		if c.control {
+			// Closed before m (defers run last first): the socket never
+			// outlives the Store, nor the checkpoint's lock.
+			srv, err := m.ServeControl(c.state, log)
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
 		}
 		return serve(ctx, m, rep, c.network, stdin, stdout)
 	}

@@ -41,11 +41,13 @@ type inspectOut struct {
 		Entries int
 		Header  *struct{ Seq uint64 }
 	}
-	Quarantined []struct {
-		Path          string
-		Verdict       string
-		Header        *struct{ Seq uint64 }
-		QuarantinedAt *time.Time
+	Kept []struct {
+		Path    string
+		Verdict string
+		Header  *struct{ Seq uint64 }
+		Why     string
+		Verb    string
+		KeptAt  time.Time
 	}
 }
 
@@ -83,11 +85,12 @@ func TestInspectShowsHeaderSiblingsAndLock(t *testing.T) {
 	assert.Equal(t, "intact", out.Prev.Verdict)
 	assert.Equal(t, 2, out.Prev.Entries)
 	assert.Equal(t, uint64(1), out.Prev.Header.Seq)
-	require.Len(t, out.Quarantined, 1)
-	assert.Equal(t, moved, out.Quarantined[0].Path)
-	assert.Equal(t, uint64(1), out.Quarantined[0].Header.Seq)
-	require.NotNil(t, out.Quarantined[0].QuarantinedAt)
-	assert.WithinDuration(t, before, *out.Quarantined[0].QuarantinedAt, time.Minute)
+	require.Len(t, out.Kept, 1)
+	assert.Equal(t, moved, out.Kept[0].Path)
+	assert.Equal(t, uint64(1), out.Kept[0].Header.Seq)
+	assert.Equal(t, "quarantine", out.Kept[0].Why)
+	assert.Empty(t, out.Kept[0].Verb)
+	assert.WithinDuration(t, before, out.Kept[0].KeptAt, time.Minute)
 	// Nobody holds the lock; the file names its last holder, this test.
 	require.NotNil(t, out.Lock.Held)
 	assert.False(t, *out.Lock.Held)
@@ -97,7 +100,7 @@ func TestInspectShowsHeaderSiblingsAndLock(t *testing.T) {
 	require.Equal(t, 0, r.code)
 	for _, want := range []string{"verdict:   intact", "seq:       2", "phase:     migrate", "writer:    ipamd v1.8.0",
 		"boot ID:   boot-1", "entries:   3", fmt.Sprintf("size:      %d bytes", size), "checksum:  ok",
-		"lock:      not held", "state.json.prev: intact, seq 1", "quarantined copies: 1", filepath.Base(moved) + ": intact, seq 1"} {
+		"lock:      not held", "state.json.prev: intact, seq 1", "kept copies: 1", filepath.Base(moved) + ": intact, seq 1", "; quarantined at "} {
 		assert.Contains(t, r.stdout, want)
 	}
 }
