@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 )
 
 const k2 = `{"network":"aws-cni","containerID":"c2","ifName":"eth0"}`
@@ -155,7 +156,7 @@ func TestDeleteFoldsTheJournal(t *testing.T) {
 
 	// The daemon goes on with its journal over the repaired file.
 	ctx := context.Background()
-	f, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	f, err := checkpoint.Open[key, value](ctx, path, append(checkpointtest.Schema(schema), checkpoint.WithJournal())...)
 	require.NoError(t, err)
 	defer f.Close()
 	s, err := f.Load(ctx)
@@ -172,7 +173,7 @@ func TestDeleteFoldsTheJournal(t *testing.T) {
 func TestDeleteJournaledWhileLocked(t *testing.T) {
 	ctx := context.Background()
 	path := journaled(t, t.TempDir())
-	daemon, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	daemon, err := checkpoint.Open[key, value](ctx, path, append(checkpointtest.Schema(schema), checkpoint.WithJournal())...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = daemon.Close() })
 	_, err = daemon.Load(ctx)
@@ -262,7 +263,7 @@ func TestDeleteOverATornJournal(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	delete(want, k(1))
 	ctx := context.Background()
-	f, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	f, err := checkpoint.Open[key, value](ctx, path, append(checkpointtest.Schema(schema), checkpoint.WithJournal())...)
 	require.NoError(t, err)
 	defer f.Close()
 	s, err := f.Load(ctx)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 )
 
 // The command reads a journaled checkpoint (checkpoint.WithJournal) as a
@@ -26,7 +27,7 @@ func journaled(t *testing.T, dir string, states ...map[key]value) string {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(dir, "state.json")
-	f, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	f, err := checkpoint.Open[key, value](ctx, path, append(checkpointtest.Schema(schema), checkpoint.WithJournal())...)
 	require.NoError(t, err)
 	defer f.Close()
 	if len(states) == 0 {
@@ -52,7 +53,7 @@ func journalState() map[key]value {
 // mustLoadJournaled reads path as a daemon WithJournal would.
 func mustLoadJournaled(t *testing.T, path string) checkpoint.Snapshot[key, value] {
 	t.Helper()
-	f, err := checkpoint.Open[key, value](context.Background(), path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	f, err := checkpoint.Open[key, value](context.Background(), path, append(checkpointtest.Schema(schema), checkpoint.WithJournal())...)
 	require.NoError(t, err)
 	defer f.Close()
 	s, err := f.Load(context.Background())
@@ -118,7 +119,7 @@ func TestJournalIsReplayed(t *testing.T) {
 func TestCommandReplaysTheJournal(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "state.json")
-	f, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	f, err := checkpoint.Open[key, value](ctx, path, append(checkpointtest.Schema(schema), checkpoint.WithJournal())...)
 	require.NoError(t, err)
 	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[key, value]{Meta: checkpoint.Meta{Phase: "contract"}, Entries: entries(3)}))
 	require.NoError(t, f.Commit(ctx, checkpoint.Meta{Phase: "contract"}, []checkpoint.Change[key, value]{{Key: k(0), Delete: true}, {Key: k(7), Value: v(7)}}))
@@ -289,7 +290,7 @@ func commits(t *testing.T, dir string, n int) (string, uint64, [][]byte) {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(dir, "state.json")
-	f, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	f, err := checkpoint.Open[key, value](ctx, path, append(checkpointtest.Schema(schema), checkpoint.WithJournal())...)
 	require.NoError(t, err)
 	defer f.Close()
 	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[key, value]{
@@ -397,7 +398,7 @@ func TestInspectShowsADamagedJournal(t *testing.T) {
 func TestNewerJournaledFile(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "state.json")
-	f, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema+1), checkpoint.WithJournal())
+	f, err := checkpoint.Open[key, value](ctx, path, append(checkpointtest.Schema(schema+1), checkpoint.WithJournal())...)
 	require.NoError(t, err)
 	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[key, value]{Meta: checkpoint.Meta{Phase: "migrate"}, Entries: entries(2)}))
 	require.NoError(t, f.Commit(ctx, checkpoint.Meta{Phase: "contract", Writer: "ipamd v2.0.0"}, []checkpoint.Change[key, value]{{Key: k(5), Value: v(5)}}))

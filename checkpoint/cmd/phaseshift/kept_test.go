@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 )
 
 // A delete made by mistake on a journaled checkpoint is undone with
@@ -68,7 +69,7 @@ func TestRestoreKeptOfAQuarantinedCopy(t *testing.T) {
 	path := save(t, dir, entries(2), entries(4))
 	edit(t, path, "10.0.0.1", "10.0.0.9") // the daemon cannot load it
 	ctx := context.Background()
-	f, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema))
+	f, err := checkpoint.Open[key, value](ctx, path, checkpointtest.Schema(schema)...)
 	require.NoError(t, err)
 	moved, err := f.Quarantine(ctx)
 	require.NoError(t, err)
@@ -104,7 +105,7 @@ func TestRestoreKeptOfAQuarantinedCopy(t *testing.T) {
 func TestKeptCopiesAreBounded(t *testing.T) {
 	path := journaled(t, t.TempDir(), entries(9))
 	ctx := context.Background()
-	f, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	f, err := checkpoint.Open[key, value](ctx, path, append(checkpointtest.Schema(schema), checkpoint.WithJournal())...)
 	require.NoError(t, err)
 	// A quarantined copy, then the state back.
 	s, err := f.Load(ctx)

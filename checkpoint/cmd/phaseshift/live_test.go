@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/migrate/control"
 )
@@ -32,7 +33,7 @@ func runDaemon(path string) int {
 		fmt.Fprintln(os.Stderr, "test daemon:", err)
 		return 1
 	}
-	f, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	f, err := checkpoint.Open[key, value](ctx, path, append(checkpointtest.Schema(schema), checkpoint.WithJournal())...)
 	if err != nil {
 		return fail(err)
 	}

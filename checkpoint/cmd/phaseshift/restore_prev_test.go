@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 )
 
 // restore-prev puts .prev back, durably, above both seqs; the corrupt file
@@ -42,7 +43,7 @@ func TestRestorePrev(t *testing.T) {
 	assert.Equal(t, bad, readBytes(t, out.Kept))
 
 	// The daemon goes on from there: its next save is seq 4.
-	f, err := checkpoint.Open[key, value](context.Background(), path, checkpoint.WithSchema(schema))
+	f, err := checkpoint.Open[key, value](context.Background(), path, checkpointtest.Schema(schema)...)
 	require.NoError(t, err)
 	_, err = f.Load(context.Background())
 	require.NoError(t, err)
@@ -108,7 +109,7 @@ func TestRestorePrevRefusals(t *testing.T) {
 func TestRestorePrevWithAJournal(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "state.json")
-	f, err := checkpoint.Open[key, value](ctx, path, checkpoint.WithSchema(schema), checkpoint.WithJournal())
+	f, err := checkpoint.Open[key, value](ctx, path, append(checkpointtest.Schema(schema), checkpoint.WithJournal())...)
 	require.NoError(t, err)
 	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[key, value]{Entries: entries(2)}))
 	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[key, value]{Entries: entries(3)})) // .prev: entries(2), seq 1
