@@ -158,3 +158,31 @@ func TestInspectCorruptAndMissing(t *testing.T) {
 	assert.Contains(t, r.stdout, "verdict:   missing")
 	assert.Contains(t, r.stdout, "state.json.prev: intact, seq 1, ")
 }
+
+// TestInspectSaysWhyTheCheckpointIsBehind: a checkpoint marked behind
+// legacy by a run that could not list legacy (a runtime outage) says so,
+// and says the phase that ran, not "legacy" (issue 21, item 5); phase 0's
+// own mark says phase 0.
+func TestInspectSaysWhyTheCheckpointIsBehind(t *testing.T) {
+	for _, c := range []struct{ phase, behind string }{
+		{"migrate", "phase 2 (migrate) could not read legacy in full"},
+		{"legacy", "phase 0 (legacy) ran, which writes legacy only"},
+	} {
+		t.Run(c.phase, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "state.json")
+			f, err := checkpoint.Open[key, value](context.Background(), path, checkpointtest.Schema(schema)...)
+			require.NoError(t, err)
+			require.NoError(t, f.Save(context.Background(), checkpoint.Snapshot[key, value]{
+				Meta: checkpoint.Meta{Phase: c.phase, Behind: c.behind}, Entries: entries(1)}))
+			require.NoError(t, f.Close())
+			r := run(t, "inspect", path)
+			require.Equal(t, 0, r.code, r.stderr)
+			assert.Contains(t, r.stdout, "phase:     "+c.phase+"\n")
+			assert.Contains(t, r.stdout, "behind:    "+c.behind+"\n")
+			r = run(t, "inspect", "--json", path)
+			assert.Contains(t, r.stdout, `"behind":"`+c.behind+`"`)
+		})
+	}
+	r := run(t, "inspect", save(t, t.TempDir(), entries(1)))
+	assert.NotContains(t, r.stdout, "behind:", "a checkpoint level with legacy says nothing of it")
+}
