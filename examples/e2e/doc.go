@@ -1,0 +1,80 @@
+// Package e2e is phaseshift's end-to-end suite: it runs the examples and
+// source/cri under a real container runtime, and holds nothing but its
+// tests.
+//
+//	sudo go test ./examples/e2e -e2e -v
+//
+// It starts containerd (Debian 12's 1.6.20, with runc) with its CRI plugin
+// on a socket in a temporary directory, with its own root, state, runc
+// root and configuration; imports a pause image it builds (a static Go
+// binary that sleeps until signalled, written as a docker-archive tarball
+// and imported with ctr into the k8s.io namespace); and networks pods with
+// the CNI bridge and loopback plugins of the plugins module the examples
+// require, built from the module cache, with examples/hostlocal as
+// bridge's IPAM plugin. Then, over CRI (RunPodSandbox, StopPodSandbox,
+// RemovePodSandbox):
+//
+//   - TestPhaseWalk walks a node through the rollout 0 → 1 → 2 → 0 →
+//     3 (refused) → 2 → host-local → 2 → 3 → 2 → 3 → 0 → 1, creating and
+//     removing pods at every step, and after every step compares the pod
+//     IPs containerd reports with host-local's files and the checkpoint,
+//     each where the phase keeps it current;
+//   - TestLister points source/cri at containerd: its listing leaves out
+//     stopped and failed sandboxes; Runtime; the documented errors for a
+//     missing socket, a frozen runtime (SIGSTOP: a timeout), a killed one
+//     (connection refused, at once), and the ttrpc socket (not a CRI
+//     endpoint); and the same Lister's first call after containerd is
+//     killed with -9 and started again;
+//   - TestIPAMRestore runs examples/ipam against containerd in phases 0, 1
+//     and 2 and checks it restores every pod, and in phase 2 what it
+//     backfills and keeps.
+//
+// # Running it
+//
+// The suite runs only with -e2e, as root, with containerd, its runc shim
+// and runc on PATH (apt-get install -y containerd), and the go command to
+// build the plugins and the image. Without any of these every test skips
+// with one message that says which. .ci/run installs containerd and runs
+// it. Runs on one machine take turns (a lock: a unix socket in the
+// abstract namespace, which the kernel frees when a run dies). It takes about a minute on 2 cores (see the report of issue
+// 26 for the measurement) and fails past its own 4-minute bound.
+//
+// # What containerd needs in this sandbox
+//
+// Measured on the development VM (Linux 6.18, Debian 12, cgroup v1
+// controllers with a v2 hierarchy beside them, ext4 root) and needed on
+// the CI machine as well:
+//
+//   - root, for namespaces, mounts and cgroups;
+//   - cgroups: runc's cgroupfs driver (SystemdCgroup = false) on the v1
+//     controllers; pods go under the cgroup parent /phaseshift-e2e;
+//   - the overlayfs snapshotter (overlay in /proc/filesystems, on ext4);
+//   - the bridge module (a Linux bridge, phaseshift-e2e0, which bridge
+//     creates); bridge runs with isGateway and ipMasq off, so no iptables
+//     is needed and no sysctl is changed;
+//   - the runtime v1 plugin may not be disabled (containerd 1.6's tasks
+//     service, which CRI needs, requires one); the opt plugin is disabled
+//     so that nothing is written to /opt/containerd;
+//   - netns_mounts_under_state_dir, so that pod network namespaces are
+//     mounted under the suite's directory and not in /var/run/netns.
+//
+// # Cleaning up
+//
+// Everything the suite makes is named with the prefix phaseshift-e2e: its
+// directory in the temporary directory (containerd's root and state, the
+// runc root, netns mounts, CNI files, logs), the bridge, the cgroup
+// parent, and processes (containerd and its shims, by their command
+// lines; pods, by their cgroup). It removes all of it when it ends, and
+// sweeps whatever a run that was killed left behind before it starts:
+// kills the processes, unmounts what is mounted under its directories,
+// deletes the bridge and the cgroups, removes the shims' sockets in
+// /run/containerd/s and the directories. containerd runs with a
+// parent-death signal, so it dies with the test process.
+//
+// # Caveats
+//
+//   - It changes the machine it runs on while it runs (a bridge, cgroups,
+//     mounts, processes): run it on a CI machine or a VM, not on a node.
+//   - The sweep removes anything with its prefix, also what a user named so.
+//   - It runs containerd's pods with the image it builds and never pulls.
+package e2e
