@@ -28,7 +28,7 @@ type backend interface {
 	quarantine() (string, error)
 	close() error
 
-	// The journal (see journal.go and core_journal.go).
+	// The journal (see journal.go).
 	journalName() string
 	// readJournal returns the whole journal, or an error matching
 	// fs.ErrNotExist.
@@ -42,6 +42,19 @@ type backend interface {
 	// removeJournal removes the journal, if there is one.
 	removeJournal() error
 }
+
+// The errors a backend returns for the core to act on.
+var (
+	// errTakenOver is returned by backend.replace and appendJournal when
+	// another File wrote the checkpoint while this one's lock file was
+	// gone: the core stops writing until the file is loaded again.
+	errTakenOver = errors.New("another File wrote the checkpoint")
+	// errRewrite is returned by backend.appendJournal when the file or the
+	// journal is not as the core last left it (removed, cut, replaced): the
+	// records could not be found again after the base they follow, so the
+	// commit writes the whole file instead.
+	errRewrite = errors.New("the journal cannot be appended to")
+)
 
 // onDisk is what a core knows of the file at its path: whether there is
 // one, and which save wrote it.
@@ -84,7 +97,7 @@ type core[K comparable, V any] struct {
 	undo []undoStep[K]
 
 	// The state the core holds and the file under it differ when a journal
-	// follows the file (see core_journal.go).
+	// follows the file (see journal.go).
 	head       uint64 // Seq of the state held: the file's, or its last journal record's
 	baseFormat int    // format of the file last read or written
 	baseSchema int    // schema of the file last read or written
@@ -194,56 +207,12 @@ func (c *core[K, V]) writable() error {
 	return nil
 }
 
-func (c *core[K, V]) nextMeta(m Meta) Meta {
-	m.Format = 1
-	if c.cfg.journal {
-		m.Format = formatJournal
-	}
-	m.Schema = c.cfg.schema
-	m.Seq = c.head + 1
-	m.SavedAt = time.Now().UTC()
-	if m.BootID == "" {
-		m.BootID = c.bootID
-	}
-	return m
-}
-
 // mayWrite tells whether a save may run now. The caller holds c.mu.
 func (c *core[K, V]) mayWrite(ctx context.Context) error {
 	if err := c.check(ctx); err != nil {
 		return err
 	}
 	return c.writable()
-}
-
-// write writes lines as the whole file, with m's caller fields, and
-// records the new sequence number. The caller holds c.mu.
-func (c *core[K, V]) write(m Meta, lines [][]byte) error {
-	meta := c.nextMeta(m)
-	c.out = appendFile(c.out[:0], meta, lines)
-	if err := c.be.replace(c.out, c.onDisk()); err != nil {
-		// After a failed save, the file may be the new one (an undone
-		// rename that could not be undone): appending to a journal that
-		// follows the old one would lose the records.
-		c.jdirty = c.jdirty || c.jmay || c.cfg.journal
-		if errors.Is(err, errTakenOver) {
-			// Another File wrote the checkpoint: what this one holds is
-			// no longer what is on disk, and overwriting would lose it.
-			c.state, c.bad = stateBad, err
-			return pathError("save", c.be.name(), fmt.Errorf("%w: %w; Load it (or Quarantine it) before saving again", ErrUnreadable, err))
-		}
-		return err
-	}
-	c.last = onDisk{exists: true, seq: meta.Seq, savedAt: meta.SavedAt}
-	c.head, c.baseFormat, c.baseSchema, c.fileSize = meta.Seq, meta.Format, meta.Schema, int64(len(c.out))
-	c.size.Store(int64(len(c.out)))
-	c.dropJournal()
-	// Let a buffer that grew for a much bigger file go, so a checkpoint
-	// that shrank does not pin its old size for ever.
-	if cap(c.out) > 1<<20 && cap(c.out) > 4*len(c.out) {
-		c.out = nil
-	}
-	return nil
 }
 
 func (c *core[K, V]) save(ctx context.Context, s Snapshot[K, V]) error {
@@ -331,6 +300,92 @@ func (c *core[K, V]) commit(ctx context.Context, m Meta, changes []Change[K, V])
 	}
 	clear(c.undo[:cap(c.undo)]) // drop the lines it refers to
 	return err
+}
+
+// persist makes the changes the commit applied to c.ents durable: by an
+// append to the journal when it may (see journal.go), otherwise, and when
+// the journal asks for it, by writing the whole file. The caller holds
+// c.mu.
+func (c *core[K, V]) persist(m Meta) error {
+	if c.appendable() {
+		if appended, err := c.appendCommit(m); appended || err != nil {
+			return err
+		}
+	}
+	return c.write(m, c.ents.lines)
+}
+
+// write writes lines as the whole file, with m's caller fields, and
+// records the new sequence number. The caller holds c.mu.
+func (c *core[K, V]) write(m Meta, lines [][]byte) error {
+	meta := c.nextMeta(m)
+	c.out = appendFile(c.out[:0], meta, lines)
+	if err := c.be.replace(c.out, c.onDisk()); err != nil {
+		// After a failed save, the file may be the new one (an undone
+		// rename that could not be undone): appending to a journal that
+		// follows the old one would lose the records.
+		c.jdirty = c.jdirty || c.jmay || c.cfg.journal
+		return c.failed(err)
+	}
+	c.last = onDisk{exists: true, seq: meta.Seq, savedAt: meta.SavedAt}
+	c.head, c.baseFormat, c.baseSchema, c.fileSize = meta.Seq, meta.Format, meta.Schema, int64(len(c.out))
+	c.size.Store(int64(len(c.out)))
+	// The file now holds everything a journal held.
+	c.jlen = 0
+	c.jstat = JournalStatus{FileSize: c.fileSize, Torn: c.jstat.Torn}
+	if c.jmay {
+		c.dropJournal()
+	} else {
+		c.jdirty = false
+	}
+	// Let a buffer that grew for a much bigger file go, so a checkpoint
+	// that shrank does not pin its old size for ever.
+	if cap(c.out) > 1<<20 && cap(c.out) > 4*len(c.out) {
+		c.out = nil
+	}
+	return nil
+}
+
+// failed returns the error of a write that failed. When another File wrote
+// the checkpoint, what this one holds is no longer what is on disk, and
+// overwriting it would lose that: the core refuses to write until the file
+// is loaded again. The caller holds c.mu.
+func (c *core[K, V]) failed(err error) error {
+	if errors.Is(err, errTakenOver) {
+		c.state, c.bad = stateBad, err
+		return pathError("save", c.be.name(), fmt.Errorf("%w: %w; Load it (or Quarantine it) before saving again", ErrUnreadable, err))
+	}
+	return err
+}
+
+// onDisk is c.last with the journal's length as the core knows it, for a
+// backend that checks, after its lock was lost and taken again, that
+// nobody else wrote the checkpoint meanwhile. The caller holds c.mu.
+func (c *core[K, V]) onDisk() onDisk {
+	last := c.last
+	switch {
+	case c.jdirty:
+		last.journal = -1
+	case c.jmay:
+		last.journal = c.jlen
+	}
+	return last
+}
+
+// nextMeta is the Meta of the next commit: m's caller fields, this
+// core's format, schema and boot ID, and the next Seq.
+func (c *core[K, V]) nextMeta(m Meta) Meta {
+	m.Format = 1
+	if c.cfg.journal {
+		m.Format = formatJournal
+	}
+	m.Schema = c.cfg.schema
+	m.Seq = c.head + 1
+	m.SavedAt = time.Now().UTC()
+	if m.BootID == "" {
+		m.BootID = c.bootID
+	}
+	return m
 }
 
 func (c *core[K, V]) quarantine(ctx context.Context) (string, error) {

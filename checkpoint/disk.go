@@ -1,0 +1,564 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/phaseshift/phaseshift/internal/fsys"
+)
+
+// disk is the backend of File. Its methods run under the core's mutex.
+type disk struct {
+	fs      fsys.FS
+	path    string
+	dir     string
+	prev    string
+	prevTmp string
+	lock    string
+	journal string
+	appends bool // WithJournal: commits may append to the journal, which needs seen
+	mode    fs.FileMode
+	log     *zap.Logger
+	held    fsys.Lock // the lock on path+".lock"; nil once released
+	// seen is the checkpoint this File last read or wrote at path, or
+	// nil: a journal is appended to only while it is still there.
+	seen fs.FileInfo
+}
+
+func (d *disk) name() string { return d.path }
+
+func (d *disk) acquire(ctx context.Context, wait time.Duration) error {
+	var deadline <-chan time.Time
+	if wait >= 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		deadline = t.C
+	}
+	// flock has no timeout and cannot be interrupted by a context, so poll
+	// with a non-blocking lock, backing off to 50ms between tries.
+	backoff := time.Millisecond
+	for {
+		lock, err := d.fs.TryLock(d.lock, d.mode)
+		if err == nil {
+			d.held = lock
+			return nil
+		}
+		if !errors.Is(err, fsys.ErrWouldBlock) {
+			return pathError("open: lock", d.lock, err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return d.lockedError("open", ctx.Err())
+		case <-deadline:
+			t.Stop()
+			return d.lockedError("open", nil)
+		}
+		if wait == 0 {
+			return d.lockedError("open", nil)
+		}
+		backoff = min(2*backoff, 50*time.Millisecond)
+	}
+}
+
+// makeDir creates the checkpoint's directory and its missing parents (mode
+// 0700) and makes them durable. A new directory's entry lives in its
+// parent, which the save protocol never fsyncs: without this, a power cut
+// could take away a new directory, and with it the first checkpoint saved
+// into it, after Save returned.
+func (d *disk) makeDir() error {
+	var missing []string // deepest first
+	for p := d.dir; ; p = filepath.Dir(p) {
+		_, err := d.fs.ReadDirNames(p)
+		if err == nil || filepath.Dir(p) == p {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			if p == d.dir {
+				return err
+			}
+			break // an ancestor that cannot be listed exists
+		}
+		missing = append(missing, p)
+	}
+	if err := d.fs.MkdirAll(d.dir, 0o700); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := d.fs.SyncDir(filepath.Dir(missing[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *disk) lockedError(op string, cause error) error {
+	holder := ""
+	if pid := fsys.LockHolder(d.fs, d.lock); pid != "" {
+		holder = " by process " + pid
+	}
+	msg := fmt.Errorf("%w%s (lock file %s): another instance owns this checkpoint; stop it or wait for it to exit", ErrLocked, holder, d.lock)
+	if cause != nil {
+		msg = fmt.Errorf("%w (gave up: %w)", msg, cause)
+	}
+	return pathError(op, d.path, msg)
+}
+
+func (d *disk) release() {
+	if d.held != nil {
+		_ = d.held.Unlock()
+		d.held = nil
+	}
+}
+
+// own makes sure this File still holds the lock at its path before a save
+// or a quarantine changes anything there.
+//
+// A flock stays on the file it was taken on. When the lock file is removed
+// (an operator's rm -rf of the directory, a cleanup script), this File
+// keeps a lock that nobody else can see, and another Open creates and
+// locks a new lock file at the same path: two owners. So every save and
+// quarantine first checks that the locked file is still the one at the
+// path (an fstat and an lstat). If it is not, it creates the directory
+// again as Open does, takes the lock at the path again, and fails with
+// ErrLocked if another File holds it. While nobody held the lock at the
+// path, another File may have written the checkpoint; with last (a save),
+// that is checked too, so that what it wrote is not replaced unread.
+func (d *disk) own(op string, last *onDisk) error {
+	stale, err := d.held.Stale()
+	if err != nil {
+		return pathError(op+": check lock", d.lock, err)
+	}
+	if !stale {
+		return nil
+	}
+	if err := d.makeDir(); err != nil {
+		return pathError(op+": create directory", d.dir, err)
+	}
+	// Whoever created the directory again may not have made its entry
+	// durable, and a save fsyncs the directory, not its parent.
+	if err := d.fs.SyncDir(filepath.Dir(d.dir)); err != nil {
+		return pathError(op+": fsync directory", filepath.Dir(d.dir), err)
+	}
+	lock, err := d.fs.TryLock(d.lock, d.mode)
+	if errors.Is(err, fsys.ErrWouldBlock) {
+		return d.lockedError(op, errors.New("this File's lock file was removed, and another File has taken the lock at its path since"))
+	}
+	if err != nil {
+		return pathError(op+": lock", d.lock, err)
+	}
+	_ = d.held.Unlock()
+	d.held = lock
+	d.log.Warn("the checkpoint's lock file had disappeared (was its directory removed?); took the lock again at its path",
+		zap.String("path", d.path), zap.String("lock", d.lock))
+	if last != nil {
+		return d.sameFile(*last)
+	}
+	return nil
+}
+
+// sameFile returns an error wrapping errTakenOver unless the checkpoint at
+// the path is missing or is the one described by last.
+func (d *disk) sameFile(last onDisk) error {
+	data, err := d.fs.ReadFile(d.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // gone with the lock file: nothing to lose
+	}
+	if err != nil {
+		return pathError("save: read", d.path, err)
+	}
+	p, perr := parse(data)
+	if perr == nil && last.exists && p.meta.Seq == last.seq && p.meta.SavedAt.Equal(last.savedAt) {
+		return d.sameJournal(last)
+	}
+	if perr != nil {
+		// perr's text never quotes the file (see corrupt).
+		return fmt.Errorf("%w: while this File's lock file was gone, another process wrote a file that is not a readable checkpoint (%w; this File last read or wrote seq %d)", errTakenOver, perr, last.seq)
+	}
+	return fmt.Errorf("%w: while this File's lock file was gone, another process wrote seq %d (this File last read or wrote seq %d)", errTakenOver, p.meta.Seq, last.seq)
+}
+
+// sameJournal returns an error wrapping errTakenOver unless the journal is
+// as long as last says this File left it: another File may have appended
+// to it, without touching the file, while this File's lock file was gone.
+func (d *disk) sameJournal(last onDisk) error {
+	if last.journal < 0 {
+		return nil // not known exactly: the next write rewrites the file
+	}
+	j, err := d.fs.ReadFile(d.journal)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return pathError("save: read", d.journal, err)
+	}
+	if int64(len(j)) != last.journal {
+		return fmt.Errorf("%w: while this File's lock file was gone, another process wrote the journal (%d bytes; this File left %d)", errTakenOver, len(j), last.journal)
+	}
+	return nil
+}
+
+// removeLeftovers removes the temporary files of saves of this checkpoint
+// that a crash cut short. Holding the lock, nobody else can be writing
+// them. Another checkpoint's temporary files in the same directory, even
+// one whose name starts with this one's, are never touched: fsys.TempOf
+// reads a temporary name back to exactly one checkpoint.
+func (d *disk) removeLeftovers() (int, error) {
+	names, err := d.fs.ReadDirNames(d.dir)
+	if err != nil {
+		return 0, err
+	}
+	base, n := filepath.Base(d.path), 0
+	for _, name := range names {
+		if of, ok := fsys.TempOf(name); (ok && of == base) || name == filepath.Base(d.prevTmp) {
+			if err := d.fs.Remove(filepath.Join(d.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (d *disk) read() ([]byte, error) {
+	// The stat comes first: if the file is replaced between the two calls,
+	// seen is the older file, and the next commit finds it gone and
+	// rewrites the whole file; in the other order it would append records
+	// that follow the bytes read to a file that holds others.
+	if !d.appends {
+		return d.fs.ReadFile(d.path)
+	}
+	seen, serr := d.fs.Lstat(d.path)
+	data, err := d.fs.ReadFile(d.path)
+	d.seen = nil
+	if err == nil && serr == nil {
+		d.seen = seen // nil on failure: the next commit rewrites the file
+	}
+	return data, err
+}
+
+func (d *disk) replace(data []byte, last onDisk) error {
+	fail := func(step string, err error) error { return pathError("save: "+step, d.path, err) }
+	if err := d.own("save", &last); err != nil {
+		return err
+	}
+	keptPrev := false
+	if last.exists {
+		var err error
+		if keptPrev, err = d.keepPrev(); err != nil {
+			return fail("keep previous", err)
+		}
+		if !keptPrev {
+			// Removed under a running daemon (an operator's rm, a cleanup
+			// script): the state is in memory, and this save writes all
+			// of it, with the usual durability.
+			d.log.Warn("the checkpoint file had disappeared; this save writes it again from the state in memory",
+				zap.String("path", d.path), zap.Uint64("lastSeq", last.seq))
+		}
+	}
+	tmp, step, err := d.writeTemp(data)
+	if err != nil {
+		return fail(step, err)
+	}
+	d.seen = nil
+	if err := d.fs.Rename(tmp, d.path); err != nil {
+		_ = d.fs.Remove(tmp)
+		return fail("rename", err)
+	}
+	if d.appends {
+		d.seen, _ = d.fs.Lstat(d.path)
+	}
+	// The rename is atomic but not durable until the directory is
+	// synced: a power cut could bring the old entry back. renameio stops
+	// before this step; raft's file snapshot store and etcd take it.
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		d.undoRename(keptPrev)
+		return fail("fsync directory", err)
+	}
+	return nil
+}
+
+// writeTemp writes data to a new temporary file beside the checkpoint,
+// fsyncs and closes it, and returns its name; on failure it removes it and
+// says which step failed.
+func (d *disk) writeTemp(data []byte) (name, step string, err error) {
+	f, err := d.createTemp()
+	if err != nil {
+		return "", "create temporary file", err
+	}
+	cleanup := func() { _ = f.Close(); _ = d.fs.Remove(f.Name()) }
+	n, err := f.Write(data)
+	if err == nil && n < len(data) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		cleanup()
+		return "", "write", err
+	}
+	// fsync before rename, or the rename can reach the disk before the
+	// data and a crash leaves an empty file (renameio quotes Ts'o on this:
+	// "a zero-length file is a valid and possible outcome after the
+	// rename" without it).
+	if err := f.Sync(); err != nil {
+		cleanup()
+		return "", "fsync", err
+	}
+	if err := f.Close(); err != nil {
+		_ = d.fs.Remove(f.Name())
+		return "", "close", err
+	}
+	return f.Name(), "", nil
+}
+
+// keepPrev makes the checkpoint path+".prev" too. A hard link keeps the
+// previous file without ever leaving path empty, and rename makes the new
+// .prev appear atomically. It reports false, having changed nothing, when
+// there is no checkpoint to keep.
+func (d *disk) keepPrev() (bool, error) {
+	if err := d.fs.Remove(d.prevTmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	if err := d.fs.Link(d.path, d.prevTmp); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	if err := d.fs.Rename(d.prevTmp, d.prev); err != nil {
+		_ = d.fs.Remove(d.prevTmp)
+		return false, err
+	}
+	return true, nil
+}
+
+// createTemp creates a temporary file for a save, exclusively, under a
+// random name that only this checkpoint's cleanup recognises
+// (fsys.TempName). A name that is taken draws another.
+func (d *disk) createTemp() (fsys.File, error) {
+	for tries := 1; ; tries++ {
+		f, err := d.fs.CreateExcl(fsys.TempName(d.path), d.mode)
+		if err == nil || !errors.Is(err, fs.ErrExist) || tries == 8 {
+			return f, err
+		}
+	}
+}
+
+// undoRename puts the previous checkpoint back at path after the rename of
+// a save that then failed, or removes the new file if there was none
+// before: a save reported failed must not be visible, or a restart would
+// serve a write its caller was told did not happen. Best effort: after a
+// failed fsync nothing is known to be durable, and the next save replaces
+// the file anyway.
+func (d *disk) undoRename(hadPrev bool) {
+	if !hadPrev {
+		_ = d.fs.Remove(d.path)
+		return
+	}
+	_ = d.fs.Remove(d.prevTmp)
+	if d.fs.Link(d.prev, d.prevTmp) == nil && d.fs.Rename(d.prevTmp, d.path) != nil {
+		_ = d.fs.Remove(d.prevTmp)
+	}
+}
+
+func (d *disk) quarantine() (string, error) {
+	if err := d.own("quarantine", nil); err != nil {
+		return "", err
+	}
+	base := d.path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+	dst, hasFile, err := d.linkAside(d.path, base, "")
+	if err != nil {
+		return "", err
+	}
+	// The journal goes with its file, under the same name + ".journal".
+	jbase := base
+	if hasFile {
+		jbase = dst
+	}
+	jdst, hasJournal, err := d.linkAside(d.journal, jbase, ".journal")
+	if err != nil {
+		return "", err
+	}
+	if !hasFile && !hasJournal {
+		return "", fs.ErrNotExist
+	}
+	if !hasFile {
+		dst = jdst
+	}
+	// The new names must be durable before the old ones go: a file system
+	// may persist directory changes in any order without an fsync, and
+	// the quarantined file may be the only copy of state nobody has read.
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		return "", pathError("quarantine: fsync directory", d.dir, err)
+	}
+	// The file goes first, durably, and the journal after it: a crash in
+	// between leaves a journal without its file, which Load reports as
+	// corrupt, never a file without its journal, which would load without
+	// the journal's commits.
+	for _, p := range []struct {
+		name string
+		has  bool
+	}{{d.path, hasFile}, {d.journal, hasJournal}} {
+		if !p.has {
+			continue
+		}
+		if err := d.fs.Remove(p.name); err != nil {
+			return "", pathError("quarantine: remove", p.name, err)
+		}
+		if err := d.fs.SyncDir(d.dir); err != nil {
+			return "", pathError("quarantine: fsync directory", d.dir, err)
+		}
+	}
+	return dst, nil
+}
+
+// linkAside links name to base+suffix, or to base+"-<n>"+suffix when that
+// is taken, and says where; it reports false when there is no name.
+func (d *disk) linkAside(name, base, suffix string) (string, bool, error) {
+	dst := base + suffix
+	// Link, unlike rename, fails instead of replacing an earlier
+	// quarantined file that happens to have the same name.
+	for i := 1; ; i++ {
+		err := d.fs.Link(name, dst)
+		if err == nil {
+			return dst, true, nil
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", false, nil
+		}
+		if !errors.Is(err, fs.ErrExist) || i > 100 {
+			return "", false, pathError("quarantine: link", name, err)
+		}
+		dst = fmt.Sprintf("%s-%d%s", base, i, suffix)
+	}
+}
+
+func (d *disk) close() error {
+	if d.held == nil {
+		return nil
+	}
+	err := d.held.Unlock()
+	d.held = nil
+	if err != nil {
+		return pathError("close: unlock", d.lock, err)
+	}
+	return nil
+}
+
+// The journal of a File on disk: path+".journal" (see journal.go for the
+// format, the rules and when the core uses it).
+
+func (d *disk) journalName() string { return d.journal }
+
+func (d *disk) readJournal() ([]byte, error) { return d.fs.ReadFile(d.journal) }
+
+// appendJournal appends rec to the journal and fsyncs it; a journal it
+// creates has its directory fsynced too, or a power cut could take its
+// name, and the acknowledged record, away.
+//
+// Before anything, the lock is checked to be this File's (as a save
+// does), the checkpoint the records follow to still be there (the file
+// this File last read or wrote, not one put at its path since), and the
+// journal to be as long as this File left it: records appended to a
+// journal that lost its file, or to one that was cut or removed, could
+// not be replayed, so then errRewrite makes the commit write the whole
+// file. A journal longer than this File left it holds records another File
+// appended, which a rewrite would lose: then the commit fails
+// (errTakenOver).
+func (d *disk) appendJournal(rec []byte, at int64, last onDisk) error {
+	if err := d.own("save", &last); err != nil {
+		return err
+	}
+	fi, err := d.fs.Lstat(d.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return errRewrite
+	}
+	if err != nil {
+		return pathError("commit: journal: stat checkpoint", d.path, err)
+	}
+	if d.seen == nil || !fsys.SameFile(fi, d.seen) {
+		return errRewrite // replaced (a .prev copied back by hand, say): the records would follow another file
+	}
+	f, err := d.fs.OpenAppend(d.journal, d.mode, at == 0)
+	if (at == 0 && errors.Is(err, fs.ErrExist)) || (at > 0 && errors.Is(err, fs.ErrNotExist)) {
+		return errRewrite
+	}
+	if err != nil {
+		return pathError("commit: journal open", d.journal, err)
+	}
+	if at > 0 {
+		size, err := f.Size()
+		if err != nil {
+			_ = f.Close()
+			return pathError("commit: journal stat", d.journal, err)
+		}
+		if size != at {
+			_ = f.Close()
+			// Cut short (by hand?): what this File holds in memory
+			// goes back to disk whole. Grown: records this File did
+			// not write, which a rewrite would lose.
+			if size > at {
+				return fmt.Errorf("%w: the journal holds %d bytes this File did not write", errTakenOver, size-at)
+			}
+			return errRewrite
+		}
+	}
+	if step, err := writeSync(f, rec); err != nil {
+		d.cutBack(f, at)
+		return pathError("commit: journal "+step, d.journal, err)
+	}
+	if err := f.Close(); err != nil {
+		return pathError("commit: journal close", d.journal, err)
+	}
+	if at == 0 {
+		if err := d.fs.SyncDir(d.dir); err != nil {
+			// The record is written but its name may not last: take it
+			// back (best effort) so that a write reported failed is not
+			// replayed.
+			_ = d.fs.Remove(d.journal)
+			return pathError("commit: journal fsync directory", d.dir, err)
+		}
+	}
+	return nil
+}
+
+// writeSync writes rec to f and fsyncs it, and names the step that failed.
+func writeSync(f fsys.AppendFile, rec []byte) (string, error) {
+	n, err := f.Write(rec)
+	if err == nil && n < len(rec) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return "write", err
+	}
+	// The record is acknowledged once it is on stable storage, and not
+	// before: an fsync, as etcd's WAL does after every batch of entries.
+	if err := f.Sync(); err != nil {
+		return "fsync", err
+	}
+	return "", nil
+}
+
+// cutBack takes a record that failed to be written or synced back out of
+// the journal and closes it: a commit reported failed must not be
+// replayed by a restart. Best effort: after a failed fsync nothing is
+// known to be durable, and the core writes the whole file at its next
+// commit anyway.
+func (d *disk) cutBack(f fsys.AppendFile, at int64) {
+	if f.Truncate(at) == nil {
+		_ = f.Sync()
+	}
+	_ = f.Close()
+}
+
+func (d *disk) removeJournal() error {
+	if err := d.fs.Remove(d.journal); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return pathError("save: remove journal", d.journal, err)
+	}
+	return nil
+}
