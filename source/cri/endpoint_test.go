@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/phaseshift/phaseshift/source/cri"
 )
@@ -65,6 +67,7 @@ func TestWrongEndpoint(t *testing.T) {
 			assert.NotErrorIs(t, err, cri.ErrRuntimeNotResponding)
 			assert.ErrorContains(t, err, "not a CRI endpoint: "+path)
 			assert.ErrorContains(t, err, `"HTTP/1.1 400 Bad Request`)
+			assert.Equal(t, codes.Unavailable, status.Code(err), "the gRPC status the call would have failed with")
 		}
 	})
 
@@ -157,6 +160,8 @@ func TestFrozenRuntime(t *testing.T) {
 			assert.ErrorIs(t, err, cri.ErrRuntimeNotResponding)
 			assert.NotErrorIs(t, err, cri.ErrNotCRIEndpoint)
 			assert.ErrorContains(t, err, "overloaded or hung")
+			assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "the gRPC status the call would have failed with")
+			assert.NotContains(t, err.Error(), "\n", "one line")
 		})
 	}
 }

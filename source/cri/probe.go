@@ -139,7 +139,7 @@ func (l *Lister) judge(ctx, callCtx context.Context, a answer) error {
 		}
 	}
 	return l.timeoutError(ctx, callCtx, "a new connection",
-		errors.Join(status.Error(codes.DeadlineExceeded, "no HTTP/2 greeting from the server"), context.DeadlineExceeded))
+		status.Error(codes.DeadlineExceeded, "the server accepted the connection and sent no HTTP/2 greeting"))
 }
 
 // isHTTP2Settings reports whether b starts with the header of an HTTP/2

@@ -4,11 +4,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/phaseshift/phaseshift/source/cri"
 )
@@ -56,6 +59,8 @@ func TestReconnectAfterCrash(t *testing.T) {
 			require.ErrorIs(t, err, cri.ErrRuntimeNotResponding, "crash %d: while the runtime is down", crash)
 			require.NotErrorIs(t, err, cri.ErrTimeout, "crash %d: a call while the runtime is down must fail at once", crash)
 			require.ErrorContains(t, err, "connection refused")
+			require.ErrorIs(t, err, syscall.ECONNREFUSED)
+			require.Equal(t, codes.Unavailable, status.Code(err), "the gRPC status the call would have failed with")
 		}
 		down.Stop()
 
