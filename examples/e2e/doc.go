@@ -36,27 +36,38 @@
 // build the plugins and the image. Without any of these every test skips
 // with one message that says which. .ci/run installs containerd and runs
 // it. Runs on one machine take turns (a lock: a unix socket in the
-// abstract namespace, which the kernel frees when a run dies). It takes about a minute on 2 cores (see the report of issue
-// 26 for the measurement) and fails past its own 4-minute bound.
+// abstract namespace, which the kernel frees when a run dies). On the
+// 2-core development VM, shared with other work (load average 13), the
+// suite takes about 70 seconds with warm build caches; building the CNI
+// plugins from a cold cache adds up to two minutes. It fails past a
+// 6-minute bound rather than hang a CI job on a hung containerd.
 //
 // # What containerd needs in this sandbox
 //
-// Measured on the development VM (Linux 6.18, Debian 12, cgroup v1
-// controllers with a v2 hierarchy beside them, ext4 root) and needed on
-// the CI machine as well:
+// Found on the development VM (Linux 6.18, Debian 12, no systemd, cgroup
+// v1 controllers with a v2 hierarchy beside them, ext4 root, root without
+// CAP_SYS_RESOURCE) and assumed of the CI machine:
 //
 //   - root, for namespaces, mounts and cgroups;
 //   - cgroups: runc's cgroupfs driver (SystemdCgroup = false) on the v1
 //     controllers; pods go under the cgroup parent /phaseshift-e2e;
 //   - the overlayfs snapshotter (overlay in /proc/filesystems, on ext4);
-//   - the bridge module (a Linux bridge, phaseshift-e2e0, which bridge
-//     creates); bridge runs with isGateway and ipMasq off, so no iptables
-//     is needed and no sysctl is changed;
+//     native is not needed;
+//   - the bridge module: the bridge plugin makes a Linux bridge,
+//     phaseshift-e2e0, and a veth pair per pod. It runs with isGateway
+//     and ipMasq off, so no iptables is needed (none is installed there)
+//     and no sysctl is changed;
+//   - restrict_oom_score_adj = true: the CRI plugin gives a sandbox an
+//     oom_score_adj of -998, and lowering it needs CAP_SYS_RESOURCE,
+//     which root lacks there (runc fails "can't get final child's PID
+//     from pipe" without it);
 //   - the runtime v1 plugin may not be disabled (containerd 1.6's tasks
 //     service, which CRI needs, requires one); the opt plugin is disabled
 //     so that nothing is written to /opt/containerd;
 //   - netns_mounts_under_state_dir, so that pod network namespaces are
-//     mounted under the suite's directory and not in /var/run/netns.
+//     mounted under the suite's directory and not in /var/run/netns;
+//   - a host-network pod gets no hostname (runc refuses one without a
+//     private UTS namespace), as the kubelet does.
 //
 // # Cleaning up
 //

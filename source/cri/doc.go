@@ -139,5 +139,8 @@
 // # Testing
 //
 // Package [github.com/phaseshift/phaseshift/source/cri/critest] runs a fake
-// CRI runtime in process, on a unix socket, for tests and demos.
+// CRI runtime in process, on a unix socket, for tests and demos. The
+// end-to-end suite (examples/e2e) runs a Lister against a real containerd:
+// its listing, the errors above for a missing, frozen, killed and wrong
+// endpoint, and its first call after containerd is killed and restarted.
 package cri
