@@ -71,11 +71,14 @@
 //
 // # Cleaning up
 //
-// Everything the suite makes is named with the prefix phaseshift-e2e: its
-// directory in the temporary directory (containerd's root and state, the
-// runc root, netns mounts, CNI files, logs), the bridge, the cgroup
-// parent, and processes (containerd and its shims, by their command
-// lines; pods, by their cgroup). It removes all of it when it ends, and
+// Everything the suite makes is named with the prefix phaseshift-e2e, or
+// lives in or goes with something that is: its directory in the temporary
+// directory (containerd's root and state, the runc root, netns mounts, CNI
+// files, logs), the bridge, the cgroup parent, and processes (containerd
+// and its shims, by their command lines; pods, by their cgroup). The veth
+// pairs the bridge plugin names go with the pods' network namespaces; the
+// shims' sockets in /run/containerd/s are found through the task bundles
+// in containerd's state directory. It removes all of it when it ends, and
 // sweeps whatever a run that was killed left behind before it starts:
 // kills the processes, unmounts what is mounted under its directories,
 // deletes the bridge and the cgroups, removes the shims' sockets in
