@@ -57,6 +57,7 @@ func TestPhaseWalk(t *testing.T) {
 			_, err := n.runPod(ctx, false)
 			require.Error(t, err, "step %d (%s): a new pod", i, step.r)
 			assert.Contains(t, err.Error(), "restore (phase 3, contract)", "step %d: the CNI error says why", i)
+			t.Logf("step %d (%s): a new pod is refused: %v", i, step.r, err)
 			err = n.stopPod(ctx, alive[0])
 			require.Error(t, err, "step %d (%s): the removal of a pod", i, step.r)
 			assert.Contains(t, err.Error(), "restore (phase 3, contract)", "step %d", i)
