@@ -37,9 +37,9 @@
 // with one message that says which. .ci/run installs containerd and runs
 // it. Runs on one machine take turns (a lock: a unix socket in the
 // abstract namespace, which the kernel frees when a run dies). On the
-// 2-core development VM, shared with other work (load average 13), the
-// suite takes about 70 seconds with warm build caches; building the CNI
-// plugins from a cold cache adds up to two minutes. It fails past a
+// 2-core development VM, shared with other work, the suite takes about a
+// minute with warm build caches (57 s at a load average of 4.5, 70 s at
+// 13); building the CNI plugins from a cold cache adds up to two minutes. It fails past a
 // 6-minute bound rather than hang a CI job on a hung containerd.
 //
 // # What containerd needs in this sandbox
