@@ -100,7 +100,7 @@ func TestCHECK(t *testing.T) {
 			require.NoError(t, n.check(ps(phase), "c1"))
 
 			_, err = n.execRaw("CHECK", "c2", n.ipamConf(ps(phase)))
-			assert.ErrorContains(t, err, "no address is allocated to container c2")
+			assert.EqualError(t, err, "host-local: Failed to find address added by container c2")
 
 			var conf map[string]any
 			require.NoError(t, json.Unmarshal(n.ipamConf(ps(phase)), &conf))

@@ -29,8 +29,8 @@ var (
 
 	// ErrRuntimeNotResponding is returned when the socket exists but the
 	// runtime does not answer on it: the connection is refused (a stale
-	// socket file left by a runtime that stopped or crashed), denied, or
-	// dropped. Errors that wrap [ErrTimeout] match it too.
+	// socket file left by a runtime that stopped or crashed), denied,
+	// dropped, or closed before the runtime said anything. Errors that wrap [ErrTimeout] match it too.
 	ErrRuntimeNotResponding = errors.New("cri: runtime not answering")
 
 	// ErrTimeout is returned when the runtime accepted the connection but did
@@ -44,6 +44,13 @@ var (
 	// 1.6 and other runtimes that speak only v1alpha2) or reports a
 	// pre-v1 API version.
 	ErrUnsupportedAPI = errors.New("cri: runtime does not support CRI v1")
+
+	// ErrNotCRIEndpoint is returned when something listens on the socket
+	// but does not speak gRPC: it answers in another protocol (containerd's
+	// ttrpc socket, containerd.sock.ttrpc, an HTTP/1 server, a banner) or
+	// says nothing useful. The endpoint is wrong; the message says what
+	// answered and which socket to use instead.
+	ErrNotCRIEndpoint = errors.New("cri: not a CRI endpoint")
 
 	// ErrResponseTooLarge is returned when an answer from the runtime is
 	// larger than the receive limit (the [WithMaxReceiveSize] option). Raise the
