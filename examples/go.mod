@@ -12,6 +12,9 @@ require (
 	github.com/prometheus/client_golang v1.11.1
 	github.com/stretchr/testify v1.10.0
 	go.uber.org/zap v1.15.0
+	golang.org/x/sys v0.32.0
+	google.golang.org/grpc v1.72.1
+	k8s.io/cri-api v0.34.0
 )
 
 require (
@@ -30,13 +33,10 @@ require (
 	go.uber.org/goleak v1.1.11 // indirect
 	go.uber.org/multierr v1.5.0 // indirect
 	golang.org/x/net v0.38.0 // indirect
-	golang.org/x/sys v0.32.0 // indirect
 	golang.org/x/text v0.23.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20250303144028-a0af3efb3deb // indirect
-	google.golang.org/grpc v1.72.1 // indirect
 	google.golang.org/protobuf v1.36.5 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	k8s.io/cri-api v0.34.0 // indirect
 )
 
 replace (
