@@ -822,3 +822,12 @@ func TestLockWaitIsLogged(t *testing.T) {
 		t.Fatal("taking the lock after a wait is not logged")
 	}
 }
+
+// TestOpenEmptyPath: an empty path is a configuration mistake like a bad
+// option, and matches ErrInvalidOption.
+func TestOpenEmptyPath(t *testing.T) {
+	_, err := checkpoint.Open[string, int](context.Background(), "")
+	require.ErrorIs(t, err, checkpoint.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "the path is empty")
+	assert.True(t, strings.HasPrefix(err.Error(), "checkpoint: "), "the message names its package once: %s", err)
+}
