@@ -158,7 +158,7 @@ func restoreSeeds() [][]byte {
 			epoch = byte(1 + n%3)
 		}
 		n++
-		f1 := epoch<<1 | bit(c.verify)<<3 | bit(f.bytes == nil)
+		f1 := epoch<<1 | bit(c.verify)<<3 | bit(f.bytes == nil) | bit(c.discard)<<4 | bit(c.preferCheckpoint)<<5 | bit(c.coarse)<<6
 		seeds = append(seeds, append(append([]byte{f0, f1}, legacyList...), f.bytes...))
 	}
 	for _, f := range seedFiles() {
@@ -171,18 +171,45 @@ func restoreSeeds() [][]byte {
 				add(f, c, []byte{0})
 			}
 		}
+		if f.weight >= medium && f.bytes != nil && viewFile(f.bytes).kind == fileClean {
+			// A legacy that holds what the checkpoint holds, k5 hidden
+			// from a partial listing: phases 1 and 2 find the checkpoint
+			// current but for its mark.
+			for _, c := range levelCombos() {
+				add(f, c, levelList)
+			}
+		}
 	}
 	return seeds
+}
+
+// levelList is a legacy list that holds what the clean seed files hold,
+// k5 hidden from a partial listing.
+var levelList = []byte{4, 0, 1, 1, 7, 4, 4, 0x0d, 5}
+
+// levelCombos are the combinations restoreSeeds tries levelList under:
+// phases 1 and 2, both kinds, a partial listing.
+func levelCombos() []restoreCase {
+	var cs []restoreCase
+	for _, phase := range []migrate.Phase{migrate.PhaseExpand, migrate.PhaseMigrate} {
+		for _, explicit := range []bool{false, true} {
+			cs = append(cs, restoreCase{phase: phase, explicit: explicit, list: listPartial})
+		}
+	}
+	return cs
 }
 
 // seedCombos lists the option combinations f is tried under: every phase
 // and legacy kind, the listings and VolatileLegacy f's weight asks for,
 // Strict where something cannot be read (on an incomplete listing only for
 // full files: its refusal depends little on the file), PruneOrphans where
-// it applies (phase 2, an observing legacy; not for light files) and Verify
-// in phase 0 for half of the cases.
+// it applies (phase 2, an implicit legacy; not for light files), Verify in
+// phase 0 for half of the cases, and the options seedVariants adds.
 func seedCombos(f seedFile) []restoreCase {
-	unreadable := f.bytes != nil && viewFile(f.bytes).unreadable()
+	v := fileView{kind: fileMissing}
+	if f.bytes != nil {
+		v = viewFile(f.bytes)
+	}
 	var cs []restoreCase
 	for phase := range migrate.Phase(4) {
 		for _, explicit := range []bool{false, true} {
@@ -197,15 +224,7 @@ func seedCombos(f seedFile) []restoreCase {
 					c := restoreCase{phase: phase, explicit: explicit, list: list, volatile: volatile,
 						verify: phase == migrate.PhaseLegacy && explicit != volatile}
 					cs = append(cs, c)
-					if !volatile && ((unreadable && list == listComplete) || (f.weight == full && list != listComplete)) {
-						c.strict = true
-						cs = append(cs, c)
-						c.strict = false
-					}
-					if f.weight >= medium && phase == migrate.PhaseMigrate && !explicit && !volatile {
-						c.prune = true
-						cs = append(cs, c)
-					}
+					cs = append(cs, seedVariants(f, v, c)...)
 				}
 			}
 		}
@@ -213,68 +232,133 @@ func seedCombos(f seedFile) []restoreCase {
 	return cs
 }
 
+// seedVariants are the variants of c that seedCombos also tries over f
+// (whose independent Load is v): Strict and PruneOrphans as seedCombos
+// says; DiscardUnreadableCheckpoint where an unreadable file is the sole
+// copy (rule 4); Merge = PreferCheckpoint where both sides hold entries
+// that differ and phases 1 and 2 (and rule 11 in phase 0) build from both
+// (rule 19, over files behind legacy too); and a coarse Equal for an
+// implicit legacy on a complete listing in phases 1 to 3 (rule 18, and
+// phase 3's Shadow), for files that are not light.
+func seedVariants(f seedFile, v fileView, c restoreCase) []restoreCase {
+	var cs []restoreCase
+	with := func(set func(*restoreCase)) {
+		d := c
+		set(&d)
+		cs = append(cs, d)
+	}
+	incomplete := c.list != listComplete
+	if !c.volatile && ((v.unreadable() && !incomplete) || (f.weight == full && incomplete)) {
+		with(func(d *restoreCase) { d.strict = true })
+	}
+	if f.weight >= medium && c.phase == migrate.PhaseMigrate && !c.explicit && !c.volatile {
+		with(func(d *restoreCase) { d.prune = true })
+	}
+	if v.unreadable() && soleCopy(c, v) && !incomplete {
+		with(func(d *restoreCase) { d.discard = true })
+		if f.weight >= medium && !c.volatile {
+			with(func(d *restoreCase) { d.discard, d.strict = true, true })
+		}
+	}
+	bothSides := c.phase == migrate.PhaseExpand || c.phase == migrate.PhaseMigrate || (c.volatile && c.phase == migrate.PhaseLegacy)
+	if f.weight >= medium && v.kind == fileClean && !incomplete && bothSides {
+		with(func(d *restoreCase) { d.preferCheckpoint = true })
+	}
+	if f.weight == full && f.bytes != nil && !c.explicit && !incomplete && c.phase != migrate.PhaseLegacy {
+		with(func(d *restoreCase) { d.coarse = true })
+	}
+	return cs
+}
+
+// The marks seed files carry in Meta.Behind: any text that is not empty
+// marks a file behind legacy (rule 7); these are the kinds rule 26 names.
+const (
+	seedMarkPhase0 = "phase 0 (legacy) ran, which writes legacy only"
+	seedMarkPhase1 = "phase 1 (expand) could not read legacy in full"
+	seedMarkPhase2 = "phase 2 (migrate) could not read legacy in full"
+)
+
 // seedFiles are the checkpoints the seeds restore over: clean files by
 // each writer phase, of this boot, of an earlier boot and of none; files
-// that do not load cleanly: entries that do not decode (checksum intact),
-// a newer schema (by phase 3 and by phase 1, of this boot, of an earlier
-// boot and of none), a flipped byte, a torn file, garbage; no file.
+// marked behind legacy by phase 0 (with Meta.Behind, and by its phase
+// alone as a file written before Meta.Behind existed) and by phase 1 and 2
+// runs whose listing was incomplete; files that do not load cleanly:
+// entries that do not decode (checksum intact), a newer schema (by phase
+// 3, by phase 1 and by phase 0, of this boot, of an earlier boot and of
+// none), a flipped byte, a torn file, garbage; no file.
 func seedFiles() []seedFile {
-	ctx := context.Background()
-	save := func(phase, boot string, entries map[string]int) []byte {
-		var opts []checkpoint.Option
-		if boot != "" {
-			opts = append(opts, checkpoint.WithBootID(func() (string, error) { return boot, nil }))
-		}
-		m, err := checkpoint.NewMemory[string, int]().Reopen(opts...)
-		if err != nil {
-			panic(err) // the options are this function's own
-		}
-		_ = m.Save(ctx, checkpoint.Snapshot[string, int]{Meta: checkpoint.Meta{Phase: phase, Writer: "fuzz"}, Entries: entries})
-		return m.Bytes()
-	}
 	ck := map[string]int{"k0": 1, "k1": 7, "k4": 4, "k5": 5}
 	files := []seedFile{{bytes: nil, weight: full}}
 	for _, phase := range []string{"legacy", "expand", "migrate", "contract"} {
-		files = append(files, seedFile{bytes: save(phase, bootNow, ck), boot: true, weight: full})
+		files = append(files, seedFile{bytes: seedSave(phase, "", bootNow, ck), boot: true, weight: full})
 	}
 	files = append(files,
-		seedFile{bytes: save("", bootNow, ck), boot: true, weight: medium},
-		seedFile{bytes: save("legacy", bootOld, ck), boot: true, weight: medium},
-		seedFile{bytes: save("contract", bootOld, ck), boot: true, weight: medium},
-		seedFile{bytes: save("legacy", "", ck), boot: true, weight: light},
-		seedFile{bytes: save("contract", "", ck), boot: true, weight: light})
-	raw := func(phase, boot string, entries map[string]json.RawMessage) []byte {
-		m, err := checkpoint.NewMemory[string, json.RawMessage]().Reopen(checkpoint.WithBootID(func() (string, error) { return boot, nil }))
-		if err != nil {
-			panic(err) // the option is this function's own
-		}
-		_ = m.Save(ctx, checkpoint.Snapshot[string, json.RawMessage]{Meta: checkpoint.Meta{Phase: phase}, Entries: entries})
-		return m.Bytes()
+		seedFile{bytes: seedSave("legacy", seedMarkPhase0, bootNow, ck), boot: true, weight: medium},
+		seedFile{bytes: seedSave("expand", seedMarkPhase1, bootNow, ck), boot: true, weight: medium},
+		seedFile{bytes: seedSave("migrate", seedMarkPhase2, bootNow, ck), boot: true, weight: medium},
+		seedFile{bytes: seedSave("", "", bootNow, ck), boot: true, weight: medium},
+		seedFile{bytes: seedSave("legacy", seedMarkPhase0, bootOld, ck), boot: true, weight: medium},
+		seedFile{bytes: seedSave("contract", "", bootOld, ck), boot: true, weight: medium},
+		seedFile{bytes: seedSave("legacy", "", "", ck), boot: true, weight: light},
+		seedFile{bytes: seedSave("contract", "", "", ck), boot: true, weight: light})
+	return append(files, unreadableSeedFiles()...)
+}
+
+// unreadableSeedFiles are seedFiles' files that do not load cleanly.
+func unreadableSeedFiles() []seedFile {
+	bad := func(phase, behind, boot string) []byte {
+		return seedSaveRaw(phase, behind, boot, map[string]json.RawMessage{"k0": json.RawMessage(`1`), "k3": json.RawMessage(`"three"`), "k4": json.RawMessage(`4`)})
 	}
-	bad := func(phase, boot string) []byte {
-		return raw(phase, boot, map[string]json.RawMessage{"k0": json.RawMessage(`1`), "k3": json.RawMessage(`"three"`), "k4": json.RawMessage(`4`)})
-	}
-	newer := func(phase, boot string) []byte {
+	newer := func(phase, behind, boot string) []byte {
 		m := checkpoint.NewMemory[string, int]()
-		checkpointtest.SetBytes(m, save(phase, boot, map[string]int{"k0": 1, "k4": 4}))
+		checkpointtest.SetBytes(m, seedSave(phase, behind, boot, map[string]int{"k0": 1, "k4": 4}))
 		_ = checkpointtest.SetSchema(m, 2)
 		return m.Bytes()
 	}
-	flipped := save("migrate", bootNow, map[string]int{"k0": 1, "k1": 2})
+	flipped := seedSave("migrate", "", bootNow, map[string]int{"k0": 1, "k1": 2})
 	flipped[len(flipped)/2] ^= 1
-	torn := save("migrate", bootNow, map[string]int{"k0": 1, "k1": 2})
+	torn := seedSave("migrate", "", bootNow, map[string]int{"k0": 1, "k1": 2})
+	var files []seedFile
 	for _, u := range []struct {
 		bytes  []byte
 		weight int
 	}{
-		{bad("migrate", bootNow), medium}, {bad("contract", bootNow), medium}, {bad("contract", bootOld), light},
-		{newer("contract", bootNow), medium}, {newer("expand", bootNow), light}, {newer("contract", bootOld), medium},
-		{newer("expand", bootOld), light}, {newer("contract", ""), light},
+		{bad("migrate", "", bootNow), medium}, {bad("contract", "", bootNow), medium}, {bad("contract", "", bootOld), light},
+		{bad("legacy", seedMarkPhase0, bootNow), light}, {bad("expand", seedMarkPhase1, bootNow), light},
+		{newer("contract", "", bootNow), medium}, {newer("expand", "", bootNow), light}, {newer("contract", "", bootOld), medium},
+		{newer("expand", "", bootOld), light}, {newer("contract", "", ""), light}, {newer("legacy", seedMarkPhase0, bootNow), light},
 		{flipped, medium}, {torn[:len(torn)/2], light}, {[]byte("{}"), light},
 	} {
 		files = append(files, seedFile{bytes: u.bytes, boot: true, weight: u.weight})
 	}
 	return files
+}
+
+// seedSave returns the bytes of a checkpoint of entries written by phase,
+// with mark behind, in boot ("": it records none).
+func seedSave(phase, behind, boot string, entries map[string]int) []byte {
+	return seedBytes[int](phase, behind, boot, entries)
+}
+
+// seedSaveRaw is seedSave with raw values, for entries that do not decode.
+func seedSaveRaw(phase, behind, boot string, entries map[string]json.RawMessage) []byte {
+	return seedBytes[json.RawMessage](phase, behind, boot, entries)
+}
+
+func seedBytes[V any](phase, behind, boot string, entries map[string]V) []byte {
+	var opts []checkpoint.Option
+	if boot != "" {
+		opts = append(opts, checkpoint.WithBootID(func() (string, error) { return boot, nil }))
+	}
+	m, err := checkpoint.NewMemory[string, V]().Reopen(opts...)
+	if err != nil {
+		panic(err) // the options are this function's own
+	}
+	meta := checkpoint.Meta{Phase: phase, Behind: behind, Writer: "fuzz"}
+	if err := m.Save(context.Background(), checkpoint.Snapshot[string, V]{Meta: meta, Entries: entries}); err != nil {
+		panic(err) // a seed that does not save is this file's bug
+	}
+	return m.Bytes()
 }
 
 func bit(b bool) byte {
@@ -291,16 +375,19 @@ func decodeRestoreCase(data []byte) (restoreCase, bool) {
 	}
 	f0, f1 := data[0], data[1]
 	c := restoreCase{
-		phase:    migrate.Phase(f0 % 4),
-		strict:   f0&0x04 != 0,
-		explicit: f0&0x08 != 0,
-		list:     [...]listing{listComplete, listPartial, listFailed, listComplete}[f0>>4&3],
-		prune:    f0&0x40 != 0,
-		volatile: f0&0x80 != 0,
-		epoch:    epochMode(f1 >> 1 & 3),
-		verify:   f1&0x08 != 0,
-		legacy:   map[string]int{},
-		hidden:   map[string]bool{},
+		phase:            migrate.Phase(f0 % 4),
+		strict:           f0&0x04 != 0,
+		explicit:         f0&0x08 != 0,
+		list:             [...]listing{listComplete, listPartial, listFailed, listComplete}[f0>>4&3],
+		prune:            f0&0x40 != 0,
+		volatile:         f0&0x80 != 0,
+		epoch:            epochMode(f1 >> 1 & 3),
+		verify:           f1&0x08 != 0,
+		discard:          f1&0x10 != 0,
+		preferCheckpoint: f1&0x20 != 0,
+		coarse:           f1&0x40 != 0,
+		legacy:           map[string]int{},
+		hidden:           map[string]bool{},
 	}
 	n, i := int(data[2]%8), 3
 	for ; n > 0 && i+1 < len(data); n, i = n-1, i+2 {
@@ -323,10 +410,10 @@ func (c restoreCase) String() string {
 		}
 	}
 	slices.Sort(hidden)
-	kind := map[bool]string{true: "explicit", false: "observing"}[c.explicit]
+	kind := map[bool]string{true: "explicit", false: "implicit"}[c.explicit]
 	list := [...]string{"complete", "partial", "failed"}[c.list]
-	return fmt.Sprintf("phase %d, %s legacy %v (listing %s, hidden %v), strict=%v prune=%v volatile=%v verify=%v epoch=%d",
-		c.phase, kind, c.legacy, list, hidden, c.strict, c.prune, c.volatile, c.verify, c.epoch)
+	return fmt.Sprintf("phase %d, %s legacy %v (listing %s, hidden %v), strict=%v prune=%v volatile=%v verify=%v epoch=%d discard=%v preferCheckpoint=%v coarseEqual=%v",
+		c.phase, kind, c.legacy, list, hidden, c.strict, c.prune, c.volatile, c.verify, c.epoch, c.discard, c.preferCheckpoint, c.coarse && !c.explicit)
 }
 
 // viewFile loads the checkpoint's bytes independently of the Store.
@@ -442,6 +529,15 @@ func restoreOnce(t *testing.T, c restoreCase) observed {
 	cfg := migrate.Config[string, int]{
 		Phase: c.phase, Legacy: legacyFor(c, fake), Checkpoint: cp,
 		Strict: c.strict, PruneOrphans: c.prune, VolatileLegacy: c.volatile, Verify: c.verify,
+		DiscardUnreadableCheckpoint: c.discard,
+	}
+	if !c.explicit {
+		// New requires Equal for an implicit legacy (doc.go "Two kinds of
+		// legacy"); an explicit one keeps the default.
+		cfg.Equal = c.equal
+	}
+	if c.preferCheckpoint {
+		cfg.Merge = migrate.PreferCheckpoint[string, int]
 	}
 	s, err := migrate.New(cfg)
 	if err != nil {
@@ -479,6 +575,7 @@ var servedChecks = []check{
 	{"legacy after", checkLegacyAfter},
 	{"LegacyWrites", checkLegacyWrites},
 	{"saved", checkSaved},
+	{"Behind", checkBehind},
 	{"Shadow", checkShadow},
 }
 
@@ -535,7 +632,49 @@ var disagreements = []struct {
 	id, what string
 	checks   []string // the checks it fails; nil: any
 	applies  func(restoreCase, expectation) bool
-}{}
+}{
+	{
+		id: "B1",
+		what: "rule 23: where legacy decides (rules 13 and 14), a value Config.Merge chose from the checkpoint " +
+			"is served but not written to the explicit legacy",
+		checks: []string{"legacy after"},
+		applies: func(c restoreCase, e expectation) bool {
+			return c.explicit && c.preferCheckpoint && !e.j.behind && len(e.diverged) > 0 &&
+				(e.rule == rule13Phase1 || e.rule == rule14Phase2Untrusted)
+		},
+	},
+	{
+		id: "B2",
+		what: "rule 17: phase 3 does not serve what an explicit legacy holds and the checkpoint lacks when the file, " +
+			"moved aside (DiscardUnreadableCheckpoint), still says phase 1 or 2 wrote it: it was moved aside but can say",
+		checks: phase3BackfillChecks,
+		applies: func(c restoreCase, e expectation) bool {
+			v := e.j.view
+			return phase3Backfills(c, e) && v.unreadable() && !e.j.discarded && v.metaKnown()
+		},
+	},
+	{
+		id: "D1",
+		what: "rules 3 and 17: phase 3 does not serve what an explicit legacy holds when the file is of an earlier " +
+			"boot and says phase 3 wrote it, or cannot be read in full; rule 3 discards it \"whatever else it says or " +
+			"whether it can be read\"",
+		checks: phase3BackfillChecks,
+		applies: func(c restoreCase, e expectation) bool {
+			v := e.j.view
+			return phase3Backfills(c, e) && e.j.discarded && (v.unreadable() || v.meta.Phase == migrate.PhaseContract.String())
+		},
+	},
+}
+
+// phase3BackfillChecks are the checks a rule-17 backfill the code does not
+// make fails: what is served and its counts, the report's lists, the save.
+var phase3BackfillChecks = []string{"served", "Restored", "FromCheckpoint", "ReadFrom", "key lists", "saved", "Shadow"}
+
+// phase3Backfills: the model backfills something from an explicit legacy
+// in phase 3 (rule 17).
+func phase3Backfills(c restoreCase, e expectation) bool {
+	return e.rule == rule17Phase3 && c.explicit && len(e.backfilled) > 0
+}
 
 // knownDisagreement names the reported disagreement that explains check
 // failing on c.
@@ -717,14 +856,18 @@ func checkLegacyWrites(_ restoreCase, _ expectation, o observed) error {
 	return nil
 }
 
-// checkSaved: a checkpoint restore had to save was saved, holds what is
-// served (phase 0: the checkpoint's own entries), records the phase the docs say and this boot; one it did not
-// save is as it was (or moved aside).
+// checkSaved: a checkpoint restore had to save was saved (rule 25), holds
+// what is served (phase 0: the checkpoint's own entries, rule 26), records
+// the Store's phase, the mark rule 26 says (see markNames) and this boot;
+// one "already current" was "left alone"; one it did not save is as it was
+// (or moved aside).
 func checkSaved(c restoreCase, e expectation, o observed) error {
-	if e.mustSave && !o.rep.CheckpointRewritten {
+	switch {
+	case e.save == saveMust && !o.rep.CheckpointRewritten:
 		return errors.New("restore changed what the checkpoint should hold, but did not save it")
-	}
-	if !o.rep.CheckpointRewritten {
+	case e.save == saveMustNot && o.rep.CheckpointRewritten:
+		return errors.New("the checkpoint was already current, but restore saved it")
+	case !o.rep.CheckpointRewritten:
 		if len(o.quarantined) == 0 && !bytes.Equal(o.file, c.file) {
 			return errors.New("the checkpoint changed, CheckpointRewritten is false")
 		}
@@ -737,10 +880,30 @@ func checkSaved(c restoreCase, e expectation, o observed) error {
 		return fmt.Errorf("a fresh Load of the checkpoint saved returns %v, the rules say %v (serves %v)", o.reload.Entries, e.saved, o.served)
 	case m.Phase != e.recorded:
 		return fmt.Errorf("the checkpoint saved records phase %q, the rules say %q", m.Phase, e.recorded)
+	case e.mark == markNone && m.Behind != "":
+		return fmt.Errorf("the checkpoint saved is marked behind legacy (%q), the rules say no mark", m.Behind)
+	case e.mark != markNone && !strings.Contains(m.Behind, markNames(c, e.mark)):
+		return fmt.Errorf("the checkpoint saved is marked %q, the rules say a mark naming %q", m.Behind, markNames(c, e.mark))
 	case c.epoch != epochOff && m.BootID != bootNow:
 		return fmt.Errorf("the checkpoint saved records boot %q, this boot is %q", m.BootID, bootNow)
 	}
 	return nil
+}
+
+// checkBehind: Report.Behind "is why the checkpoint, as this restore left
+// it, may lack what legacy holds ("" when it does not)"; rule 26: "Report.Behind
+// says which [mark] this restore left". A checkpoint saved: its Meta.Behind.
+// One left alone: its mark, which for a file of phase 0 written before
+// Meta.Behind existed is its phase alone (rule 7).
+func checkBehind(_ restoreCase, e expectation, o observed) error {
+	got := o.rep.Behind
+	if o.rep.CheckpointRewritten {
+		if o.reloadErr == nil && got != o.reload.Meta.Behind {
+			return fmt.Errorf("Report.Behind is %q, the checkpoint saved is marked %q", got, o.reload.Meta.Behind)
+		}
+		return nil
+	}
+	return checkText("Behind", got, map[bool]tri{true: someText, false: noText}[e.j.behind])
 }
 
 // checkShadow: Report.Shadow.
@@ -809,7 +972,7 @@ func TestRestoreSeedsCoverEveryRule(t *testing.T) {
 // skipsOnPartial: a rule where legacy's listing counts leaves out an entry
 // only the checkpoint has, without naming it in a key list.
 func skipsOnPartial(c restoreCase, e expectation) bool {
-	if e.rule != rulePhase1 && e.rule != rulePhase2Untrusted && e.rule != rulePhase2 {
+	if e.rule != rule13Phase1 && e.rule != rule14Phase2Untrusted && e.rule != rule16Phase2 {
 		return false
 	}
 	listed := c.listed()
@@ -825,53 +988,94 @@ func skipsOnPartial(c restoreCase, e expectation) bool {
 
 // seedFeatures says which features of the rules case c reaches.
 func seedFeatures(c restoreCase, e expectation) map[string]bool {
-	refused := func(s error) bool { return slices.Contains(e.refusals, s) }
-	f := map[string]bool{
-		"refusal ErrStale":                             refused(migrate.ErrStale),
-		"refusal ErrUnsafeRestore":                     refused(migrate.ErrUnsafeRestore),
-		"refusal ErrNewerSchema without Strict":        !c.strict && refused(checkpoint.ErrNewerSchema),
-		"refusal of a failed listing, not Strict":      !c.strict && refused(errListFailed),
-		"Strict refusal of a partial listing":          refused(errEntryUnreadable),
-		"Strict refusal of a corrupt checkpoint":       refused(checkpoint.ErrCorrupt),
-		"Strict refusal of entries that do not decode": refused(checkpoint.ErrBadEntry),
-		"orphan kept on a partial listing":             c.list == listPartial && len(e.orphaned) > 0,
-		"orphan kept by an observing legacy":           c.list == listComplete && len(e.orphaned) > 0,
-		"pruned":                                       len(e.pruned) > 0,
-		"dropped":                                      len(e.dropped) > 0,
-		"backfilled":                                   len(e.backfilled) > 0,
-		"diverged":                                     len(e.diverged) > 0,
-		"checkpoint from an earlier boot":              e.j.discarded,
-		"mark set by an incomplete listing":            e.recorded == migrate.PhaseLegacy.String() && c.phase != migrate.PhaseLegacy,
-		"volatile legacy refilled":                     e.rule == ruleVolatile && c.explicit && !maps.Equal(e.legacyAfter, c.legacy),
-		"stale legacy healed":                          e.rule == ruleLegacyStale,
-		"Verify shadow in phase 0":                     e.shadowExact && c.phase == migrate.PhaseLegacy,
-		"phase 3 shadow":                               e.shadowExact && c.phase == migrate.PhaseContract,
-		"quarantine":                                   len(e.refusals) == 0 && e.j.view.unreadable(),
-	}
-	served := len(e.refusals) == 0
-	j, volatile := e.j, e.rule == ruleVolatile
-	for name, hit := range map[string]bool{
-		"rule 3 in phase 0 (checkpoint and legacy)":                 served && volatile && c.phase == migrate.PhaseLegacy,
-		"rule 3 in phase 3 (checkpoint, no comparison)":             served && volatile && c.phase == migrate.PhaseContract,
-		"rule 3 over a checkpoint behind legacy":                    served && volatile && j.behind,
-		"rule 3 with a failed listing":                              served && volatile && c.list == listFailed,
-		"rule 3 over an empty legacy (a registry after a restart)":  served && volatile && len(c.legacy) == 0,
-		"refusal of a failed listing with VolatileLegacy":           c.volatile && !c.strict && refused(errListFailed),
-		"no mark from a volatile run's incomplete listing":          served && volatile && c.phase != migrate.PhaseLegacy && c.list != listComplete && e.mustSave,
-		"entry skipped on a partial listing of an explicit legacy":  served && c.explicit && c.list == listPartial && skipsOnPartial(c, e),
-		"newer file of an earlier boot where it is the sole copy":   served && j.view.kind == fileNewer && j.discarded && soleCopy(c),
-		"newer file of an earlier boot by phase 3, explicit legacy": served && j.view.kind == fileNewer && j.discarded && c.explicit && c.phase.WritesLegacy() && j.view.meta.Phase == migrate.PhaseContract.String(),
-		"file that records no boot, epoch on":                       served && c.epoch != epochOff && j.view.metaKnown() && j.view.meta.BootID == "",
-		"phase 1 reports a checkpoint that differs":                 served && e.rule == rulePhase1 && !j.behind && e.stale == someText,
-		"phase 0 saves the checkpoint's own entries":                served && c.phase == migrate.PhaseLegacy && e.mustSave && j.canUse && !maps.Equal(e.saved, e.served),
-		"phase 0 saves legacy's entries (checkpoint unusable)":      served && c.phase == migrate.PhaseLegacy && e.mustSave && !j.canUse && len(e.saved) > 0,
-	} {
-		f[name] = hit
-	}
-	for r := ruleLegacyStale; r <= rulePhase3; r++ {
-		if r != ruleRefuseBehind {
+	f := seedRefusalFeatures(c, e)
+	maps.Copy(f, seedBuildFeatures(c, e))
+	maps.Copy(f, seedRepairFeatures(c, e))
+	for r := rule9LegacyStale; r <= rule17Phase3; r++ {
+		if r != rule10RefuseBehind {
 			f[fmt.Sprintf("rule %d", r)] = len(e.refusals) == 0 && e.rule == r
 		}
 	}
 	return f
+}
+
+// seedRefusalFeatures: the refusals of rules 2, 4, 5, 6, 9 and 10.
+func seedRefusalFeatures(c restoreCase, e expectation) map[string]bool {
+	refused := func(s error) bool { return slices.Contains(e.refusals, s) }
+	v := e.j.view
+	return map[string]bool{
+		"refusal ErrStale": refused(migrate.ErrStale),
+		"refusal ErrStale over a file marked by a listing":   refused(migrate.ErrStale) && v.meta.Behind != "" && v.meta.Phase != migrate.PhaseLegacy.String(),
+		"refusal ErrUnsafeRestore":                           refused(migrate.ErrUnsafeRestore),
+		"refusal ErrNewerSchema without Strict":              !c.strict && refused(checkpoint.ErrNewerSchema),
+		"rule 4 refusal of a corrupt sole copy":              !c.strict && refused(checkpoint.ErrCorrupt),
+		"rule 4 refusal of a sole copy with bad entries":     !c.strict && refused(checkpoint.ErrBadEntry),
+		"rule 4 refusal with VolatileLegacy in phase 0":      !c.strict && c.volatile && c.phase == migrate.PhaseLegacy && refused(loadSentinel(v.err)),
+		"rule 4 ErrNewerSchema despite Discard":              c.discard && refused(checkpoint.ErrNewerSchema),
+		"refusal of a failed listing, not Strict":            !c.strict && refused(errListFailed),
+		"refusal of a failed listing with VolatileLegacy":    c.volatile && !c.strict && refused(errListFailed),
+		"Strict refusal of a partial listing":                refused(errEntryUnreadable),
+		"Strict refusal of a corrupt checkpoint":             c.strict && refused(checkpoint.ErrCorrupt),
+		"Strict refusal of entries that do not decode":       c.strict && refused(checkpoint.ErrBadEntry),
+		"Strict refusal despite DiscardUnreadableCheckpoint": c.strict && c.discard && v.unreadable(),
+	}
+}
+
+// seedBuildFeatures: how rules 9 to 22 build the served state.
+func seedBuildFeatures(c restoreCase, e expectation) map[string]bool {
+	served := len(e.refusals) == 0
+	j, volatile := e.j, e.rule == rule11Volatile
+	return map[string]bool{
+		"orphan kept on a partial listing":  c.list == listPartial && len(e.orphaned) > 0,
+		"orphan kept by an implicit legacy": c.list == listComplete && len(e.orphaned) > 0,
+		"pruned":                            len(e.pruned) > 0,
+		"dropped":                           len(e.dropped) > 0,
+		"backfilled":                        len(e.backfilled) > 0,
+		"diverged":                          len(e.diverged) > 0,
+		"diverged, Merge PreferCheckpoint":  len(e.diverged) > 0 && c.preferCheckpoint && !j.behind,
+		"diverged over a file behind legacy, Merge PreferCheckpoint": len(e.diverged) > 0 && c.preferCheckpoint && j.behind,
+		"coarse Equal calls different values the same":               served && c.coarse && !c.explicit && e.rule != rule17Phase3 && e.fromCheckpoint > 0,
+		"coarse Equal in phase 3's Shadow":                           e.shadowExact && c.coarse && !c.explicit && c.phase == migrate.PhaseContract,
+		"checkpoint from an earlier boot":                            j.discarded,
+		"DiscardUnreadableCheckpoint serves what could be read":      served && c.discard && j.view.kind == fileBadEntries && soleCopy(c, j.view),
+		"DiscardUnreadableCheckpoint over a corrupt sole copy":       served && c.discard && j.view.kind == fileUnreadable && soleCopy(c, j.view),
+		"unreadable file marked behind, volatile: moved aside":       served && c.volatile && j.view.unreadable() && j.view.marked(),
+		"rule 11 in phase 0 (checkpoint and legacy)":                 served && volatile && c.phase == migrate.PhaseLegacy,
+		"rule 11 in phase 3 (checkpoint, no comparison)":             served && volatile && c.phase == migrate.PhaseContract,
+		"rule 11 over a checkpoint behind legacy":                    served && volatile && j.behind,
+		"rule 11 with a failed listing":                              served && volatile && c.list == listFailed,
+		"rule 11 over an empty legacy (a registry after a restart)":  served && volatile && len(c.legacy) == 0,
+		"rule 17 backfill, implicit legacy":                          served && e.rule == rule17Phase3 && !c.explicit && len(e.backfilled) > 0,
+		"rule 17 backfill, explicit legacy":                          served && e.rule == rule17Phase3 && c.explicit && len(e.backfilled) > 0,
+		"rule 17 no backfill: explicit legacy left behind":           served && e.rule == rule17Phase3 && leftBehind(c, j) && len(c.listed()) > 0,
+		"entry skipped on a partial listing of an explicit legacy":   served && c.explicit && c.list == listPartial && skipsOnPartial(c, e),
+		"newer file of an earlier boot where it is the sole copy":    served && j.view.kind == fileNewer && j.discarded && soleCopy(c, j.view),
+		"newer file of an earlier boot by phase 3, explicit legacy":  served && j.view.kind == fileNewer && j.discarded && c.explicit && c.phase.WritesLegacy() && j.view.meta.Phase == migrate.PhaseContract.String(),
+		"file that records no boot, epoch on":                        served && c.epoch != epochOff && j.view.metaKnown() && j.view.meta.BootID == "",
+		"phase 1 reports a checkpoint that differs":                  served && e.rule == rule13Phase1 && !j.behind && e.stale == someText,
+		"Verify shadow in phase 0":                                   e.shadowExact && c.phase == migrate.PhaseLegacy,
+		"phase 3 shadow":                                             e.shadowExact && c.phase == migrate.PhaseContract,
+	}
+}
+
+// seedRepairFeatures: rules 23 to 26.
+func seedRepairFeatures(c restoreCase, e expectation) map[string]bool {
+	served := len(e.refusals) == 0
+	j := e.j
+	legacyWritten := !maps.Equal(e.legacyAfter, c.legacy)
+	return map[string]bool{
+		"quarantine":               served && j.view.unreadable(),
+		"volatile legacy refilled": served && e.rule == rule11Volatile && c.explicit && legacyWritten,
+		"stale legacy healed":      served && e.rule == rule9LegacyStale,
+		"legacy written for a Merge that chose the checkpoint": served && c.preferCheckpoint && e.rule != rule11Volatile && legacyWritten,
+		"mark set by an incomplete listing":                    served && e.mark == markIncomplete,
+		"mark of a listing cleared":                            served && j.behind && j.view.meta.Behind != "" && c.phase != migrate.PhaseLegacy && e.mark == markNone,
+		"no mark from a volatile run's incomplete listing":     served && c.volatile && c.phase != migrate.PhaseLegacy && c.list != listComplete && e.save == saveMust,
+		"phase 0 saves the checkpoint's own entries":           served && c.phase == migrate.PhaseLegacy && e.save == saveMust && j.canUse && !maps.Equal(e.saved, e.served),
+		"phase 0 saves legacy's entries (checkpoint unusable)": served && c.phase == migrate.PhaseLegacy && e.save == saveMust && !j.canUse && len(e.saved) > 0,
+		"phase 0 leaves its own mark of this boot alone":       served && c.phase == migrate.PhaseLegacy && e.save == saveMustNot,
+		"phase 3 saves a file that does not record phase 3":    served && c.phase == migrate.PhaseContract && j.view.kind == fileClean && e.save == saveMust && maps.Equal(j.usable, e.saved),
+		"a current checkpoint left alone":                      served && c.phase != migrate.PhaseLegacy && e.save == saveMustNot,
+		"a save that may or may not happen (mark kept)":        served && e.save == saveEither,
+	}
 }
