@@ -56,13 +56,13 @@ func (s *Store[K, V]) build(b basis, in *sides[K, V], r *Report[K]) built[K, V] 
 			s.shadow(r, ReadLegacy, out.vals, in.lg.entries)
 		}
 	default:
-		ck := in.ck
-		if s.cfg.Phase == PhaseLegacy {
-			// Phase 0's mark-save keeps the checkpoint's own entries, and
-			// combine adopts the map it is given.
-			ck.entries = maps.Clone(ck.entries)
-		}
-		out = s.combine(b, &ck, &in.lg, r)
+		// combine adopts and changes the maps it is given; the sides stay
+		// what was read, for repair to compare what is served with (rule
+		// 23), and phase 0's mark-save to keep the checkpoint's own
+		// entries (rule 26).
+		ck, lg := in.ck, in.lg
+		ck.entries, lg.entries = maps.Clone(ck.entries), maps.Clone(lg.entries)
+		out = s.combine(b, &ck, &lg, r)
 	}
 	if in.lg.err != nil {
 		r.Errors = append(r.Errors, in.lg.err)
@@ -132,16 +132,15 @@ func entries(n int) string {
 }
 
 // backfillContract is rule 17's second half: it serves, in phase 3, what a
-// legacy still configured holds
-// and the checkpoint lacks: it is in use (an implicit legacy is never
-// stale: the runtime still has the sandbox; an explicit legacy holds
-// every write acknowledged until phase 3 ran), so handing it out as free
-// would hand it out twice. Not for a volatile legacy, which holds nothing
-// after a restart, nor for an explicit legacy that phase 3 may have
-// left behind: the checkpoint says phase 3 wrote it, or was moved aside
-// and cannot say (what only legacy holds, phase 3 may have deleted).
+// legacy still configured holds and the checkpoint lacks: it is in use (an
+// implicit legacy is never stale: the runtime still has the sandbox; an
+// explicit one holds every write acknowledged until phase 3 ran), so
+// handing it out as free would hand it out twice. Not for a volatile
+// legacy, which holds nothing after a restart, nor for an explicit legacy
+// that may hold what phase 3 deleted or what died with a reboot
+// (explicitMayBeBehind).
 func (s *Store[K, V]) backfillContract(out *built[K, V], in *sides[K, V], r *Report[K]) {
-	if s.explicit != nil && (in.ck.aside != nil || (in.ck.exists && in.ck.meta.Phase == PhaseContract.String())) {
+	if s.explicit != nil && explicitMayBeBehind(in) {
 		return
 	}
 	idx := s.index(out.vals)
@@ -417,4 +416,23 @@ func find[K comparable, V any](idx map[K]K, m map[K]V, id K) (K, bool) {
 	}
 	_, ok := m[id]
 	return id, ok
+}
+
+// explicitMayBeBehind reports whether an explicit legacy may hold, in
+// phase 3, what is no longer in use (rule 17): the checkpoint says phase 3
+// wrote it (phase 3 does not write legacy, so legacy still holds what it
+// deleted), its header cannot be read to say which phase did, or it is
+// from an earlier boot (rule 3: its state, and legacy's of then, died with
+// the reboot). A file whose entries cannot all be read but whose header
+// says phase 1 or 2 wrote it can say: legacy then holds every acknowledged
+// write. With no file at all nothing says otherwise.
+func explicitMayBeBehind[K comparable, V any](in *sides[K, V]) bool {
+	m := in.ck.meta
+	switch {
+	case in.ck.bootOld:
+		return true
+	case in.ck.aside != nil && m.Phase == "":
+		return true
+	}
+	return in.ck.exists && m.Phase == PhaseContract.String()
 }

@@ -359,3 +359,35 @@ func TestKeyMistakesAtStart(t *testing.T) {
 	require.ErrorIs(t, err, migrate.ErrInvalidConfig)
 	assert.Contains(t, err.Error(), "pointer")
 }
+
+// TestPhase3BackfillFromAnExplicitLegacy: phase 3 serves what an explicit
+// legacy holds and the checkpoint lacks exactly when legacy is known to
+// hold every acknowledged write (rule 17): a file moved aside whose header
+// says phase 2 wrote it can say so; one from an earlier boot cannot vouch
+// for legacy's state of then, which died with it.
+func TestPhase3BackfillFromAnExplicitLegacy(t *testing.T) {
+	ctx := context.Background()
+	reg := map[string]int{"a": 1, "b": 2, "c": 3}
+	t.Run("moved aside, its header says phase 2", func(t *testing.T) {
+		w := newWorld(true, reg)
+		checkpointtest.SetBytes(w.cp, badEntryFile(t, migrate.PhaseMigrate, map[string]int{"a": 1}, "b"))
+		s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseContract, DiscardUnreadableCheckpoint: true})
+		r, err := s.Restore(ctx)
+		require.NoError(t, err)
+		assert.NotEmpty(t, r.Quarantined)
+		assert.Equal(t, reg, collect(s), "b, whose record was lost, is in use: legacy still holds it")
+		assert.ElementsMatch(t, []string{"b", "c"}, r.Backfilled)
+	})
+	t.Run("from an earlier boot", func(t *testing.T) {
+		for _, by := range []migrate.Phase{migrate.PhaseExpand, migrate.PhaseContract} {
+			w := newWorld(true, reg)
+			w.saveCheckpoint(t, by, map[string]int{"a": 1}, "boot-0")
+			s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseContract, Checkpoint: checkpointtest.Reopen(t, w.cp, checkpoint.WithBootID(func() (string, error) { return "boot-1", nil }))})
+			r, err := s.Restore(ctx)
+			require.NoError(t, err)
+			assert.Empty(t, collect(s), "written by phase %d: the state of that boot died, legacy's too", by)
+			assert.Empty(t, r.Backfilled)
+			require.NoError(t, s.Close())
+		}
+	})
+}

@@ -113,10 +113,14 @@
 //  17. Phase 3 serves the checkpoint and, when a legacy that is not
 //     volatile is still configured, what legacy holds and the checkpoint
 //     lacks (Report.Backfilled): it is in use, so handing it out as free
-//     would hand it out twice. Not for an explicit legacy that phase 3 may
-//     have left behind (the checkpoint says phase 3 wrote it, or was moved
-//     aside and cannot say): what only legacy holds, phase 3 may have
-//     deleted. The rest is compared and reported (Report.Shadow).
+//     would hand it out twice. Not for an explicit legacy that may hold
+//     what is no longer in use: the checkpoint says phase 3 wrote it
+//     (phase 3 does not write legacy, so legacy still holds what phase 3
+//     deleted), its header cannot be read to say which phase did, or it is
+//     from an earlier boot (rule 3: legacy's state of then died with it
+//     too). A file moved aside whose header says phase 1 or 2 wrote it can
+//     say, and legacy then holds every acknowledged write. The rest is
+//     compared with what is served and reported (Report.Shadow).
 //
 // Entry by entry, when both sides are used (rules 11, 13, 14 and 16):
 //

@@ -746,3 +746,33 @@ func TestPhaseZeroWithoutCheckpointLeavesNoTrace(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, 26, v)
 }
+
+// TestMergeChoiceReachesLegacyWhereLegacyDecides: where legacy decides which
+// entries exist (phase 1, and phase 2 over a checkpoint it cannot trust), a
+// value a Merge took from the checkpoint is written to an explicit legacy
+// too (rule 23), as in phase 2's reconcile: legacy must hold what is
+// served. (It did not: the served state was legacy's own listing, changed
+// in place, and repair compared it with itself.)
+func TestMergeChoiceReachesLegacyWhereLegacyDecides(t *testing.T) {
+	for _, c := range []struct {
+		phase  migrate.Phase
+		ckptAs migrate.Phase
+	}{{migrate.PhaseExpand, migrate.PhaseExpand}, {migrate.PhaseMigrate, migrate.PhaseLegacy}} {
+		t.Run(fmt.Sprintf("phase %d over a checkpoint of phase %d", c.phase, c.ckptAs), func(t *testing.T) {
+			w := newWorld(true, legacyL)
+			w.saveCheckpoint(t, c.ckptAs, map[string]int{"a": 1, "b": 20, "c": 3}, "")
+			s := w.open(t, migrate.Config[string, int]{Phase: c.phase, Merge: migrate.PreferCheckpoint[string, int]})
+			r, err := s.Restore(context.Background())
+			require.NoError(t, err)
+			v, _ := s.Get("b")
+			want := 20
+			if c.ckptAs == migrate.PhaseLegacy {
+				want = 2 // over a checkpoint behind legacy, Merge is not asked (rule 19)
+			}
+			assert.Equal(t, want, v)
+			lv, _ := w.exp.Get("b")
+			assert.Equal(t, want, lv, "legacy holds what is served")
+			assert.Equal(t, boolInt(want != 2), r.LegacyWrites)
+		})
+	}
+}

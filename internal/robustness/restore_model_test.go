@@ -499,9 +499,10 @@ func (b *builder) serveCheckpoint(ck map[string]int) {
 // backfillPhase3, rule 17: "Phase 3 serves the checkpoint and, when a
 // legacy that is not volatile is still configured, what legacy holds and
 // the checkpoint lacks (Report.Backfilled): it is in use, so handing it out
-// as free would hand it out twice. Not for an explicit legacy that phase 3
-// may have left behind (the checkpoint says phase 3 wrote it, or was moved
-// aside and cannot say)". Rules 18 to 22 apply only "when both sides are
+// as free would hand it out twice. Not for an explicit legacy that may hold
+// what is no longer in use: the checkpoint says phase 3 wrote it ..., its
+// header cannot be read to say which phase did, or it is from an earlier
+// boot". Rules 18 to 22 apply only "when both sides are
 // used (rules 11, 13, 14 and 16)": an entry both hold is served with the
 // checkpoint's record, and the difference is in the Shadow.
 func (b *builder) backfillPhase3(j judged) {
@@ -516,20 +517,16 @@ func (b *builder) backfillPhase3(j judged) {
 	}
 }
 
-// leftBehind: an explicit legacy "that phase 3 may have left behind (the
-// checkpoint says phase 3 wrote it, or was moved aside and cannot say)".
-// The model reads "cannot say" as the condition: a file moved aside whose
-// header can be read (entries that do not decode, checksum intact) can say
-// which phase wrote it, and one that says phase 1 or 2 did was not left
-// behind by phase 3; only a file whose header cannot be read (corrupt)
-// cannot say. A file from an earlier boot is discarded "whatever else it
-// says" (rule 3), so what it says of its writer does not count; a missing
-// file says nothing, and is not one moved aside.
+// leftBehind: an explicit legacy "that may hold what is no longer in use:
+// the checkpoint says phase 3 wrote it ..., its header cannot be read to
+// say which phase did, or it is from an earlier boot (rule 3: legacy's
+// state of then died with it too). A file moved aside whose header says
+// phase 1 or 2 wrote it can say". A missing file says nothing.
 func leftBehind(c restoreCase, j judged) bool {
 	if !c.explicit {
 		return false
 	}
-	return j.byPhase3 && !j.discarded || j.view.kind == fileUnreadable
+	return j.byPhase3 || j.discarded || j.view.kind == fileUnreadable
 }
 
 // serveLegacy, rule 12: "Phase 0 serves legacy, as the old binary did."
