@@ -66,7 +66,9 @@
 //     with the run that marked it - a checkpoint that cannot be read in full
 //     (corrupt, of another schema, with entries that do not decode or pass
 //     checkpoint.WithValidate, a damaged journal) fails Restore and every
-//     file is left as it was; the error says how to recover. With
+//     file is left as it was; the error matches what Load returned
+//     (checkpoint.ErrCorrupt, ErrBadEntry, ErrNewerSchema, ErrOlderSchema)
+//     and says how to recover. With
 //     Config.DiscardUnreadableCheckpoint it is moved aside and what could be
 //     read is served instead, except a checkpoint of a newer schema, which
 //     a binary rollback must leave for the roll-forward in any case.
@@ -79,7 +81,8 @@
 //     Restore in every mode: a checkpoint read that fails for a reason other
 //     than its content (EIO), and a legacy listing that fails where legacy
 //     decides (phase 0, phase 1, phase 2 over a checkpoint it cannot trust;
-//     with VolatileLegacy, only over a checkpoint behind legacy).
+//     with VolatileLegacy, phases 1 and 2 only over a checkpoint behind
+//     legacy, and phase 0 over one it cannot use or that is behind).
 //  7. A checkpoint whose Meta.Behind is set is behind legacy (Report.Stale
 //     says why): a phase-0 run, which writes legacy only, came after it, or
 //     a run that could not read legacy in full (rule 26). A file written
@@ -170,8 +173,10 @@
 //  25. Whenever restore changed what the checkpoint should hold, the
 //     checkpoint is saved before Restore returns, so that the next phase
 //     finds it current: phase 1's rebuild from legacy when it differs, a
-//     backfill, a drop, a prune, a merged value, a file moved aside, a mark
-//     set or cleared (rule 26), the state of an earlier boot, a checkpoint
+//     backfill, a drop, a prune, a merged value, a file moved aside, a
+//     legacy healed (rule 9, so that the next run does not heal it again
+//     over what an old binary wrote since), a mark set, cleared or changed
+//     (rule 26), the state of an earlier boot, a checkpoint
 //     phases 1 and 2 find missing (so that the next start knows which
 //     phase ran last), and a checkpoint that does not record phase 3 in
 //     phase 3 (so that a rollback knows legacy no longer holds every

@@ -25,7 +25,8 @@ type Report[K comparable] struct {
 	Phase Phase
 	// ReadFrom is the sides restore built the served state from: legacy in
 	// phase 0; the checkpoint and legacy in phases 1 and 2; the checkpoint
-	// in phase 3 and when legacy is stale. A side is left out when it could
+	// in phase 3 (and legacy too when it backfilled, rule 17) and when
+	// legacy is stale. A side is left out when it could
 	// not be used (a checkpoint missing, moved aside or from an earlier
 	// boot) and, for a legacy that does not survive a restart
 	// (Config.VolatileLegacy, which phase 0 also reads through when it has a
@@ -40,7 +41,7 @@ type Report[K comparable] struct {
 
 	// How the two sides were reconciled, by the key served (or, for the
 	// entries not served, the key the checkpoint had).
-	Backfilled []K // only legacy had them: served (phase 2)
+	Backfilled []K // only legacy had them: served (phase 2; phase 3, rule 17; rule 11; not phase 1, where legacy is the basis)
 	Dropped    []K // only the checkpoint had them: not served, because legacy decides which entries exist
 	Orphaned   []K // only the checkpoint had them: served, because legacy could have missed them
 	Pruned     []K // only the checkpoint had them: not served (Config.PruneOrphans)
