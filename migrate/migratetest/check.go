@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/source"
 )
@@ -102,6 +103,41 @@ type Config[K comparable, V any] struct {
 	// writes go to its journal and restores replay it (a crash freezes
 	// the file and the journal together).
 	Journal bool
+
+	// CheckpointOptions, when set, returns the options your binary opens
+	// its checkpoint with (checkpoint.WithValidate, WithSchema and its
+	// WithUpgrade chain, ...): those of the newer build, and with older
+	// those of the older build of SchemaBumps (the release before your
+	// last schema bump). The harness applies them to the in-memory
+	// checkpoint of every step, followed by its own: a boot ID of the
+	// simulated boot (which replaces yours) and, with Journal,
+	// WithJournal. With SchemaBumps, the older build's schema must be
+	// below the newer one's. Nil: the newer build writes schema 2 and
+	// upgrades schema 1 as it is, the older one writes schema 1, and
+	// nothing else is set.
+	CheckpointOptions func(older bool) []checkpoint.Option
+
+	// OpenLegacy, with Explicit, stands your own legacy store in for the
+	// Explicit fake as what the Store reads and writes: an older file
+	// format, a directory of files like host-local's, kept in a scratch
+	// location. It is called at every start of a binary, as each process
+	// opens its store anew, and must return a source.Reader that is also
+	// a source.Writer; what it returned is closed (if it is an io.Closer)
+	// before the next start, the process that opened it being gone, by a
+	// crash too.
+	//
+	// The fake remains the harness's model of legacy: write faults and
+	// crash instants are injected there, a crash rewinds it to what was
+	// durable at that instant and a reboot or a volatile legacy's restart
+	// empties it. So before every start the harness makes the store hold
+	// exactly what the fake holds, through the store's Delete and Put,
+	// and lists it back; each write of the Store goes to the fake first,
+	// then to the store; a partial listing (PartialListings) hides
+	// entries of the store's own listing. It is a violation for the store
+	// to list anything else than what was put, to fail a write the fake
+	// took, or, across a restart that changed nothing behind its back, to
+	// list other than what the Store's writes left.
+	OpenLegacy func() (source.Reader[K, V], error)
 }
 
 // TestingT is the part of *testing.T that Matrix needs.
@@ -213,13 +249,21 @@ func probe[K comparable, V any](cfg *Config[K, V]) (adapters[K, V], error) {
 	if cfg.View == nil {
 		cfg.View = func(k K, v V) (K, V) { return k, v }
 	}
+	if cfg.OpenLegacy != nil && !cfg.Explicit {
+		return adapters[K, V]{}, errors.New("migratetest: Config.OpenLegacy needs Config.Explicit: the harness keeps your store in step with its model through the Store's writes, and a Store does not write an implicit legacy")
+	}
+	schemas, err := buildSchemas(cfg)
+	if err != nil {
+		return adapters[K, V]{}, err
+	}
 	// A throwaway world, so that the factory sees what it always sees.
-	scratch := newRun(cfg, adapters[K, V]{match: func(k K) K { return k }}, []migrate.Phase{migrate.PhaseMigrate}, 0)
+	scratch := newRun(cfg, adapters[K, V]{match: func(k K) K { return k }, schemas: schemas}, []migrate.Phase{migrate.PhaseMigrate}, 0)
 	mc, err := scratch.configure(migrate.PhaseMigrate, newBuild)
+	scratch.w.closeStore()
 	if err != nil {
 		return adapters[K, V]{}, fmt.Errorf("migratetest: %w", err)
 	}
-	a := adapters[K, V]{match: mc.Match, volatile: cfg.Volatile}
+	a := adapters[K, V]{match: mc.Match, volatile: cfg.Volatile, schemas: schemas}
 	if a.match == nil {
 		a.match = func(k K) K { return k }
 	}
@@ -230,6 +274,28 @@ func probe[K comparable, V any](cfg *Config[K, V]) (adapters[K, V], error) {
 type adapters[K comparable, V any] struct {
 	match    func(K) K
 	volatile bool
+	schemas  [2]int // the schema each build writes, by build
+}
+
+// buildSchemas learns the schema each build writes from its checkpoint
+// options (Config.CheckpointOptions).
+func buildSchemas[K comparable, V any](cfg *Config[K, V]) ([2]int, error) {
+	if cfg.CheckpointOptions == nil {
+		return [2]int{newBuild: 2, oldBuild: 1}, nil
+	}
+	var schemas [2]int
+	w := world[K, V]{userOpts: cfg.CheckpointOptions}
+	for _, b := range []build{newBuild, oldBuild} {
+		n, err := schemaOf[K, V](w.options(b))
+		if err != nil {
+			return schemas, fmt.Errorf("migratetest: Config.CheckpointOptions(%v): %w", b == oldBuild, err)
+		}
+		schemas[b] = n
+	}
+	if cfg.SchemaBumps && schemas[oldBuild] >= schemas[newBuild] {
+		return schemas, fmt.Errorf("migratetest: with SchemaBumps, Config.CheckpointOptions(true) must give the older build a lower schema than CheckpointOptions(false) gives the newer one; they give %d and %d", schemas[oldBuild], schemas[newBuild])
+	}
+	return schemas, nil
 }
 
 func violationsText(res Result) string {
