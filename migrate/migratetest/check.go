@@ -109,12 +109,15 @@ type Config[K comparable, V any] struct {
 	// WithUpgrade chain, ...): those of the newer build, and with older
 	// those of the older build of SchemaBumps (the release before your
 	// last schema bump). The harness applies them to the in-memory
-	// checkpoint of every step, followed by its own: a boot ID of the
-	// simulated boot (which replaces yours) and, with Journal,
-	// WithJournal. With SchemaBumps, the older build's schema must be
-	// below the newer one's. Nil: the newer build writes schema 2 and
-	// upgrades schema 1 as it is, the older one writes schema 1, and
-	// nothing else is set.
+	// checkpoint of every step, followed by its own: where yours ask for
+	// a boot epoch (checkpoint.WithBootID), the simulated boot's ID in
+	// place of yours, and with Journal, WithJournal. Without WithBootID
+	// the checkpoint has no boot epoch, as yours would not: a reboot then
+	// leaves it as it was, unless EphemeralCheckpoint says it lives on
+	// tmpfs. With SchemaBumps, the older build's schema must be below the
+	// newer one's. Nil: the newer build writes schema 2 and upgrades
+	// schema 1 as it is, the older one writes schema 1, both with a boot
+	// epoch, and nothing else is set.
 	CheckpointOptions func(older bool) []checkpoint.Option
 
 	// OpenLegacy, with Explicit, stands your own legacy store in for the
@@ -252,18 +255,19 @@ func probe[K comparable, V any](cfg *Config[K, V]) (adapters[K, V], error) {
 	if cfg.OpenLegacy != nil && !cfg.Explicit {
 		return adapters[K, V]{}, errors.New("migratetest: Config.OpenLegacy needs Config.Explicit: the harness keeps your store in step with its model through the Store's writes, and a Store does not write an implicit legacy")
 	}
-	schemas, err := buildSchemas(cfg)
+	a, err := learnBuilds(cfg)
 	if err != nil {
 		return adapters[K, V]{}, err
 	}
 	// A throwaway world, so that the factory sees what it always sees.
-	scratch := newRun(cfg, adapters[K, V]{match: func(k K) K { return k }, schemas: schemas}, []migrate.Phase{migrate.PhaseMigrate}, 0)
+	a.match = func(k K) K { return k }
+	scratch := newRun(cfg, a, []migrate.Phase{migrate.PhaseMigrate}, 0)
 	mc, err := scratch.configure(migrate.PhaseMigrate, newBuild)
 	scratch.w.closeStore()
 	if err != nil {
 		return adapters[K, V]{}, fmt.Errorf("migratetest: %w", err)
 	}
-	a := adapters[K, V]{match: mc.Match, volatile: cfg.Volatile, schemas: schemas}
+	a.match, a.volatile = mc.Match, cfg.Volatile
 	if a.match == nil {
 		a.match = func(k K) K { return k }
 	}
@@ -272,30 +276,36 @@ func probe[K comparable, V any](cfg *Config[K, V]) (adapters[K, V], error) {
 
 // adapters is what the harness takes from the user's configuration.
 type adapters[K comparable, V any] struct {
-	match    func(K) K
-	volatile bool
-	schemas  [2]int // the schema each build writes, by build
+	match     func(K) K
+	volatile  bool
+	schemas   [2]int // the schema each build writes, by build
+	bootEpoch bool   // the checkpoint has a boot epoch
 }
 
-// buildSchemas learns the schema each build writes from its checkpoint
-// options (Config.CheckpointOptions).
-func buildSchemas[K comparable, V any](cfg *Config[K, V]) ([2]int, error) {
+// learnBuilds learns from the checkpoint options (Config.CheckpointOptions)
+// the schema each build writes, and whether they ask for a boot epoch.
+func learnBuilds[K comparable, V any](cfg *Config[K, V]) (adapters[K, V], error) {
+	a := adapters[K, V]{schemas: [2]int{newBuild: 2, oldBuild: 1}, bootEpoch: true}
 	if cfg.CheckpointOptions == nil {
-		return [2]int{newBuild: 2, oldBuild: 1}, nil
+		return a, nil
 	}
-	var schemas [2]int
-	w := world[K, V]{userOpts: cfg.CheckpointOptions}
+	m, err := checkpoint.NewMemory[K, V]().Reopen(cfg.CheckpointOptions(false)...)
+	if err != nil {
+		return a, fmt.Errorf("migratetest: Config.CheckpointOptions(false): %w", err)
+	}
+	a.bootEpoch = m.BootID() != ""
+	w := world[K, V]{userOpts: cfg.CheckpointOptions, bootEpoch: a.bootEpoch}
 	for _, b := range []build{newBuild, oldBuild} {
 		n, err := schemaOf[K, V](w.options(b))
 		if err != nil {
-			return schemas, fmt.Errorf("migratetest: Config.CheckpointOptions(%v): %w", b == oldBuild, err)
+			return a, fmt.Errorf("migratetest: Config.CheckpointOptions(%v): %w", b == oldBuild, err)
 		}
-		schemas[b] = n
+		a.schemas[b] = n
 	}
-	if cfg.SchemaBumps && schemas[oldBuild] >= schemas[newBuild] {
-		return schemas, fmt.Errorf("migratetest: with SchemaBumps, Config.CheckpointOptions(true) must give the older build a lower schema than CheckpointOptions(false) gives the newer one; they give %d and %d", schemas[oldBuild], schemas[newBuild])
+	if cfg.SchemaBumps && a.schemas[oldBuild] >= a.schemas[newBuild] {
+		return a, fmt.Errorf("migratetest: with SchemaBumps, Config.CheckpointOptions(true) must give the older build a lower schema than CheckpointOptions(false) gives the newer one; they give %d and %d", a.schemas[oldBuild], a.schemas[newBuild])
 	}
-	return schemas, nil
+	return a, nil
 }
 
 func violationsText(res Result) string {

@@ -230,6 +230,20 @@ func TestCheckpointOptions(t *testing.T) {
 		v := caught(t, cfg, 3, "refused to restore|LOST|STEADY STATE")
 		assert.Contains(t, v.Trace, "out of range")
 	})
+	t.Run("no boot epoch, the checkpoint outliving a reboot", func(t *testing.T) {
+		cfg := registryConfig()
+		cfg.CheckpointOptions = func(bool) []checkpoint.Option { return nil }
+		cfg.MaxLen, cfg.NoCrashes = 3, true
+		v := caught(t, cfg, 3, "INVENTED|STALE")
+		assert.Contains(t, v.Trace, "reboot", "without the user's WithBootID the harness adds no boot epoch")
+	})
+	t.Run("no boot epoch, the checkpoint on tmpfs", func(t *testing.T) {
+		cfg := registryConfig()
+		cfg.CheckpointOptions = func(bool) []checkpoint.Option { return nil }
+		cfg.EphemeralCheckpoint, cfg.MaxLen = true, 4
+		res := migratetest.Matrix(t, cfg)
+		assert.Positive(t, res.Reboots)
+	})
 	t.Run("an older build that is not older", func(t *testing.T) {
 		cfg := registryConfig()
 		cfg.CheckpointOptions = func(bool) []checkpoint.Option { return nil }

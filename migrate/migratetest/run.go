@@ -58,7 +58,7 @@ func newRun[K comparable, V any](cfg *Config[K, V], a adapters[K, V], seq []migr
 	// bytes; each binary opens the file with its own build's options.
 	r.w.disk = checkpoint.NewMemory[K, V]()
 	r.w.journal = cfg.Journal
-	r.w.userOpts, r.w.schemas = cfg.CheckpointOptions, a.schemas
+	r.w.userOpts, r.w.schemas, r.w.bootEpoch = cfg.CheckpointOptions, a.schemas, a.bootEpoch
 	r.w.storeMoved = true // the store holds what the last sequence left
 	if cfg.Explicit {
 		r.w.exp = &Explicit[K, V]{}

@@ -43,9 +43,11 @@ type world[K comparable, V any] struct {
 	frozen  *frozenWorld[K, V]
 
 	// userOpts are the user's checkpoint options (Config.CheckpointOptions),
-	// or nil; schemas the schema each build writes.
-	userOpts func(older bool) []checkpoint.Option
-	schemas  [2]int
+	// or nil; schemas the schema each build writes; bootEpoch whether the
+	// checkpoint has a boot epoch.
+	userOpts  func(older bool) []checkpoint.Option
+	schemas   [2]int
+	bootEpoch bool
 
 	// store is what Config.OpenLegacy returned for the running binary, or
 	// nil: the Store reads and writes it in place of exp, which stays
@@ -95,7 +97,9 @@ func (w *world[K, V]) options(b build) []checkpoint.Option {
 	var opts []checkpoint.Option
 	if w.userOpts != nil {
 		opts = append(opts, w.userOpts(b == oldBuild)...)
-		opts = append(opts, checkpoint.WithBootID(func() (string, error) { return w.bootID(), nil }))
+		if w.bootEpoch {
+			opts = append(opts, checkpoint.WithBootID(func() (string, error) { return w.bootID(), nil }))
+		}
 	} else {
 		opts = b.options(w.bootID())
 	}
