@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -48,7 +49,9 @@ type Config[K comparable, V any] struct {
 	// knows a sandbox under placeholder fields and only its IP. Nil: as it
 	// was written. An entry only legacy knows (one the old binary wrote, or
 	// one whose checkpoint record was set aside) is expected as View shows
-	// it; every other entry exactly as written.
+	// it; every other entry exactly as written. So View must give back
+	// what it returns as it is (Check refuses one that does not): legacy
+	// shows what it shows, however often it is listed.
 	View func(K, V) (K, V)
 
 	// Immutable says an entry's value never changes once written, so a
@@ -252,6 +255,9 @@ func probe[K comparable, V any](cfg *Config[K, V]) (adapters[K, V], error) {
 	if cfg.View == nil {
 		cfg.View = func(k K, v V) (K, V) { return k, v }
 	}
+	if err := checkView(cfg); err != nil {
+		return adapters[K, V]{}, err
+	}
 	if cfg.OpenLegacy != nil && !cfg.Explicit {
 		return adapters[K, V]{}, errors.New("migratetest: Config.OpenLegacy needs Config.Explicit: the harness keeps your store in step with its model through the Store's writes, and a Store does not write an implicit legacy")
 	}
@@ -272,6 +278,20 @@ func probe[K comparable, V any](cfg *Config[K, V]) (adapters[K, V], error) {
 		a.match = func(k K) K { return k }
 	}
 	return a, nil
+}
+
+// checkView checks on a few of the workload's entries that View gives back
+// what it returns as it is: an entry that phase 0 of the old binary
+// acknowledged is known only as legacy shows it.
+func checkView[K comparable, V any](cfg *Config[K, V]) error {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
+	for i := range min(cfg.Keys, 5) {
+		k, v := cfg.View(cfg.Key(i), cfg.Value(rng, cfg.Key(i)))
+		if k2, v2 := cfg.View(k, v); k2 != k || !reflect.DeepEqual(v2, v) {
+			return fmt.Errorf("migratetest: Config.View changes what it returned: %v = %v shows as %v = %v; legacy must show its own record as it is", k, v, k2, v2)
+		}
+	}
+	return nil
 }
 
 // adapters is what the harness takes from the user's configuration.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -259,4 +260,17 @@ func TestCheckpointOptions(t *testing.T) {
 		require.ErrorIs(t, err, checkpoint.ErrInvalidOption)
 		assert.Contains(t, err.Error(), "Config.CheckpointOptions(false)")
 	})
+}
+
+// TestCheckNeedsAViewThatSettles: a View that changes what it returned
+// (a time shifted at every listing) is refused up front, rather than
+// failing every sequence with a value one step off.
+func TestCheckNeedsAViewThatSettles(t *testing.T) {
+	cfg := ipamConfig()
+	cfg.View = func(k ipamKey, v alloc) (ipamKey, alloc) {
+		return k, alloc{IP: v.IP, Since: v.Since.Add(-time.Second)}
+	}
+	_, err := migratetest.Check(cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "Config.View changes what it returned")
 }
