@@ -34,7 +34,9 @@ func rollout(strict bool) migratetest.Config[Key, Alloc] {
 			return storeConfig(Options{Phase: p, Strict: strict}, legacy, cp), nil
 		},
 		// A CNI ADD: a fresh container on the demo's network.
-		Key: func(i int) Key { return Key{Network: "demo-net", ContainerID: fmt.Sprintf("pod-%d", i), IfName: "eth0"} },
+		Key: func(i int) Key {
+			return Key{Network: "demo-net", ContainerID: fmt.Sprintf("pod-%d", i), IfName: "eth0"}
+		},
 		// One address per container, never another's, as the allocator
 		// gives them; the pod when the runtime names it.
 		Value: func(rng *rand.Rand, k Key) Alloc {
