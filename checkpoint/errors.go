@@ -49,11 +49,11 @@ var (
 // mistakes.
 var (
 	// ErrInvalidOption is returned by Open and Memory.Reopen when an option
-	// is nil or its value is invalid: WithSchema(0), WithLockWait(-1), a
+	// is nil or its value is invalid (and by Open for an empty path): WithSchema(0), WithLockWait(-1), a
 	// WithFileMode the owner cannot read and write, an upgrade chain with a
 	// gap, a WithValidate function of other key or value types than the
 	// checkpoint's. The message names the option.
-	ErrInvalidOption = errors.New("checkpoint: invalid option")
+	ErrInvalidOption = errors.New("invalid option")
 
 	// ErrInvalidKeyType is returned by Open and Memory.Reopen (and by
 	// CheckKeyType) when the key type cannot read back from JSON as itself

@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -47,7 +46,7 @@ func Open[K comparable, V any](ctx context.Context, path string, opts ...Option)
 		return nil, err
 	}
 	if path == "" {
-		return nil, errors.New("checkpoint: the path is empty: give the file to keep the checkpoint in, e.g. /var/run/mydaemon/state.json")
+		return nil, fmt.Errorf("checkpoint: %w: the path is empty: give the file to keep the checkpoint in, e.g. /var/run/mydaemon/state.json", ErrInvalidOption)
 	}
 	path = filepath.Clean(path)
 	var bootID string

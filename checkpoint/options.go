@@ -61,7 +61,7 @@ func defaultConfig() config {
 // invalidOption returns an error matching ErrInvalidOption that names the
 // option as the caller wrote it.
 func invalidOption(option, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalidOption, option, fmt.Sprintf(format, args...))
+	return fmt.Errorf("checkpoint: %w: %s: %s", ErrInvalidOption, option, fmt.Sprintf(format, args...))
 }
 
 // WithSchema sets the version of the value schema this binary writes and
@@ -239,7 +239,7 @@ func buildConfig(opts []Option) (config, error) {
 	c := defaultConfig()
 	for i, o := range opts {
 		if o == nil {
-			return c, fmt.Errorf("%w: option %d of %d is nil", ErrInvalidOption, i+1, len(opts))
+			return c, fmt.Errorf("checkpoint: %w: option %d of %d is nil", ErrInvalidOption, i+1, len(opts))
 		}
 		if err := o.apply(&c); err != nil {
 			return c, err
@@ -275,7 +275,7 @@ func checkUpgradeChain(schema int, ups map[int]UpgradeFunc) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%w: the upgrade chain from schema 1 to %d has a gap: missing %s (a file of an older schema would be unreadable)", ErrInvalidOption, schema, strings.Join(missing, ", "))
+		return fmt.Errorf("checkpoint: %w: the upgrade chain from schema 1 to %d has a gap: missing %s (a file of an older schema would be unreadable)", ErrInvalidOption, schema, strings.Join(missing, ", "))
 	}
 	return nil
 }

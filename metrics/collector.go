@@ -45,18 +45,18 @@ type openCounts struct{ backfilled, orphaned, diverged int }
 // or delete has settled.
 func New[K comparable, V any](s *migrate.Store[K, V], r migrate.Report[K], opts ...Option) (*Collector, error) {
 	if s == nil {
-		return nil, fmt.Errorf("%w: no Store given", ErrInvalidArgument)
+		return nil, fmt.Errorf("metrics: %w: no Store given", ErrInvalidArgument)
 	}
 	if s.Stats().LastRestore.At.IsZero() || r.ReadFrom == "" {
-		return nil, fmt.Errorf("%w: call Store.Restore, and give New the Report it returned without an error", ErrNotRestored)
+		return nil, fmt.Errorf("metrics: %w: call Store.Restore, and give New the Report it returned without an error", ErrNotRestored)
 	}
 	if r.Phase != s.Phase() {
-		return nil, fmt.Errorf("%w: the Report is of phase %s, the Store runs phase %s: give New the Report of this Store's Restore", ErrInvalidArgument, r.Phase, s.Phase())
+		return nil, fmt.Errorf("metrics: %w: the Report is of phase %s, the Store runs phase %s: give New the Report of this Store's Restore", ErrInvalidArgument, r.Phase, s.Phase())
 	}
 	c := &Collector{stats: s.Stats, open: openOf(s, r), report: countsOf(r)}
 	for i, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("%w: option %d is nil", ErrInvalidArgument, i)
+			return nil, fmt.Errorf("metrics: %w: option %d is nil", ErrInvalidArgument, i)
 		}
 		if err := o.apply(c); err != nil {
 			return nil, err

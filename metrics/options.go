@@ -24,7 +24,7 @@ func (f optionFunc) apply(c *Collector) error { return f(c) }
 func WithCheckpoint(cp checkpoint.JournalReporter) Option {
 	return optionFunc(func(c *Collector) error {
 		if cp == nil || isNilPointer(cp) {
-			return fmt.Errorf("%w: WithCheckpoint(nil): give the checkpoint the Store saves to, or leave the option out", ErrInvalidArgument)
+			return fmt.Errorf("metrics: %w: WithCheckpoint(nil): give the checkpoint the Store saves to, or leave the option out", ErrInvalidArgument)
 		}
 		c.journal = cp
 		return nil

@@ -96,7 +96,7 @@ func fromSandbox(s cri.Sandbox) (Key, Alloc, bool) {
 }
 
 // ErrPoolExhausted is returned by Add when every address is assigned.
-var ErrPoolExhausted = errors.New("ipam: no free address in the pool")
+var ErrPoolExhausted = errors.New("no free address in the pool")
 
 // IPAM assigns addresses from one prefix, keeping its assignments in a
 // migrate.Store. All methods are safe for concurrent use: every assignment
@@ -215,7 +215,7 @@ func (m *IPAM) Add(ctx context.Context, key Key, pod PodRef) (Alloc, error) {
 		}
 		ip, n, ok := m.free(tx.All())
 		if !ok {
-			return fmt.Errorf("%w %s (%d assigned)", ErrPoolExhausted, m.pool, n)
+			return fmt.Errorf("ipam: %w %s (%d assigned)", ErrPoolExhausted, m.pool, n)
 		}
 		out = Alloc{IPs: []netip.Addr{ip}, Allocated: time.Now().UTC().Truncate(time.Second), Pod: pod}
 		tx.Put(key, out)

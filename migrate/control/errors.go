@@ -18,16 +18,16 @@ const (
 // Errors returned by the Client; match them with errors.Is.
 var (
 	// ErrNoSuchKey is returned when the Store has no entry for the key.
-	ErrNoSuchKey = errors.New("control: no such key")
+	ErrNoSuchKey = errors.New("no such key")
 	// ErrBadKey is returned when the key is not JSON, or does not read back
 	// as the Store's key type.
-	ErrBadKey = errors.New("control: bad key")
+	ErrBadKey = errors.New("bad key")
 	// ErrRefused is returned when the daemon refused the connection: its
 	// peer's uid is neither the daemon's nor root.
-	ErrRefused = errors.New("control: refused")
+	ErrRefused = errors.New("refused")
 	// ErrInvalidOption is returned by Listen for an option with a bad
 	// value.
-	ErrInvalidOption = errors.New("control: invalid option")
+	ErrInvalidOption = errors.New("invalid option")
 )
 
 // RemoteError is a status line with an error: what the daemon said.

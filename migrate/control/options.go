@@ -30,7 +30,7 @@ func defaultConfig() config {
 func WithLogger(l *zap.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {
-			return fmt.Errorf("%w: WithLogger(nil): pass zap.NewNop() to log nothing", ErrInvalidOption)
+			return fmt.Errorf("control: %w: WithLogger(nil): pass zap.NewNop() to log nothing", ErrInvalidOption)
 		}
 		c.logger = l
 		return nil
@@ -42,7 +42,7 @@ func WithLogger(l *zap.Logger) Option {
 func WithTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("%w: WithTimeout(%v): give a positive duration", ErrInvalidOption, d)
+			return fmt.Errorf("control: %w: WithTimeout(%v): give a positive duration", ErrInvalidOption, d)
 		}
 		c.timeout = d
 		return nil

@@ -74,14 +74,14 @@ func Listen[K comparable, V any](path string, store Store[K, V], opts ...Option)
 	cfg := defaultConfig()
 	for i, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i)
+			return nil, fmt.Errorf("control: %w: option %d is nil", ErrInvalidOption, i)
 		}
 		if err := o.apply(&cfg); err != nil {
 			return nil, err
 		}
 	}
 	if store == nil {
-		return nil, fmt.Errorf("%w: the Store is nil", ErrInvalidOption)
+		return nil, fmt.Errorf("control: %w: the Store is nil", ErrInvalidOption)
 	}
 	path = filepath.Clean(path)
 	ln, made, err := listenOwnerOnly(path)

@@ -132,27 +132,27 @@ func socketPath(endpoint string) (string, error) {
 	var path string
 	switch {
 	case endpoint == "":
-		return "", fmt.Errorf("%w: no endpoint given: %s", ErrInvalidEndpoint, accepted)
+		return "", fmt.Errorf("cri: %w: no endpoint given: %s", ErrInvalidEndpoint, accepted)
 	case strings.HasPrefix(endpoint, "unix://"):
 		path = strings.TrimPrefix(endpoint, "unix://")
 	case strings.HasPrefix(endpoint, "/"):
 		path = endpoint
 	case strings.Contains(endpoint, "://"):
 		scheme, _, _ := strings.Cut(endpoint, "://")
-		return "", fmt.Errorf("%w: %q: scheme %s:// is not supported, only local unix sockets are: %s",
+		return "", fmt.Errorf("cri: %w: %q: scheme %s:// is not supported, only local unix sockets are: %s",
 			ErrInvalidEndpoint, endpoint, scheme, accepted)
 	default:
-		return "", fmt.Errorf("%w: %q is not an absolute path: %s", ErrInvalidEndpoint, endpoint, accepted)
+		return "", fmt.Errorf("cri: %w: %q is not an absolute path: %s", ErrInvalidEndpoint, endpoint, accepted)
 	}
 	if !filepath.IsAbs(path) {
-		return "", fmt.Errorf("%w: %q: the socket path must be absolute (unix:// then /path, three slashes): %s",
+		return "", fmt.Errorf("cri: %w: %q: the socket path must be absolute (unix:// then /path, three slashes): %s",
 			ErrInvalidEndpoint, endpoint, accepted)
 	}
 	path = filepath.Clean(path)
 	// sun_path holds 108 bytes on Linux, the terminating NUL included.
 	// Checking here turns connect's bare EINVAL into a message.
 	if len(path) > 107 {
-		return "", fmt.Errorf("%w: %q: a unix socket path can be at most 107 bytes long, this one is %d",
+		return "", fmt.Errorf("cri: %w: %q: a unix socket path can be at most 107 bytes long, this one is %d",
 			ErrInvalidEndpoint, endpoint, len(path))
 	}
 	return path, nil

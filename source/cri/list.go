@@ -333,7 +333,7 @@ func sandboxIPs(n *runtimeapi.PodSandboxNetworkStatus) ([]netip.Addr, error) {
 		}
 		ip, err := netip.ParseAddr(s)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %q: %w", ErrInvalidIP, s, err)
+			return nil, fmt.Errorf("cri: %w: %q: %w", ErrInvalidIP, s, err)
 		}
 		if !slices.Contains(ips, ip) {
 			ips = append(ips, ip)
