@@ -20,6 +20,7 @@ import (
 	"github.com/phaseshift/phaseshift/metrics"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/migrate/control"
+	"github.com/phaseshift/phaseshift/source"
 	"github.com/phaseshift/phaseshift/source/cri"
 )
 
@@ -62,9 +63,16 @@ const Schema = 2
 
 func sameEntry(k, v json.RawMessage) (json.RawMessage, json.RawMessage, error) { return k, v, nil }
 
+// checkpointOptions are the options of this binary's schema, which every
+// opening of the state file uses (and matrix_test.go, whose rollouts roll
+// back to the schema before it).
+func checkpointOptions() []checkpoint.Option {
+	return []checkpoint.Option{checkpoint.WithSchema(Schema), checkpoint.WithUpgrade(1, sameEntry)}
+}
+
 // openCheckpoint opens the state file with this binary's schema.
 func openCheckpoint(ctx context.Context, path string, opts ...checkpoint.Option) (*checkpoint.File[Key, Alloc], error) {
-	opts = append(opts, checkpoint.WithSchema(Schema), checkpoint.WithUpgrade(1, sameEntry))
+	opts = append(opts, checkpointOptions()...)
 	return checkpoint.Open[Key, Alloc](ctx, path, opts...)
 }
 
@@ -113,31 +121,46 @@ type Options struct {
 	WriterName string
 }
 
+// storeConfig is the configuration of the daemon's Store in o.Phase, over
+// legacy (CRI's sandboxes as fromSandbox shows them; nil for none) and the
+// checkpoint (nil in phase 0, the old binary). Open builds the daemon's
+// Store from it, and matrix_test.go proves every rollout of it safe: CRI is
+// an implicit legacy with placeholder keys, which needs Match and Equal.
+func storeConfig(o Options, legacy source.Reader[Key, Alloc], cp migrate.Checkpoint[Key, Alloc]) migrate.Config[Key, Alloc] {
+	return migrate.Config[Key, Alloc]{
+		Phase:      o.Phase,
+		Legacy:     legacy,
+		Checkpoint: cp,
+		Match:      byContainer,
+		Equal:      sameIPs,
+		Strict:     o.Strict,
+		Version:    o.WriterName,
+		Logger:     o.Logger,
+	}
+}
+
 // Open takes the checkpoint's lock, restores, and returns the IPAM with the
 // restore report. Phase 0 is the old binary: it does not touch the file.
 func Open(ctx context.Context, o Options) (*IPAM, migrate.Report[Key], error) {
-	cfg := migrate.Config[Key, Alloc]{
-		Phase:   o.Phase,
-		Match:   byContainer,
-		Equal:   sameIPs,
-		Strict:  o.Strict,
-		Version: o.WriterName,
-		Logger:  o.Logger,
-	}
+	// Interfaces left nil, not holding a nil pointer, where a side is
+	// absent: New tells the two apart.
+	var legacy source.Reader[Key, Alloc]
 	if o.Lister != nil {
-		legacy, err := cri.Reader(o.Lister, fromSandbox)
+		l, err := cri.Reader(o.Lister, fromSandbox)
 		if err != nil {
 			return nil, migrate.Report[Key]{}, err
 		}
-		cfg.Legacy = legacy
+		legacy = l
 	}
+	var cp migrate.Checkpoint[Key, Alloc]
 	if o.Phase != migrate.PhaseLegacy {
 		f, err := openCheckpoint(ctx, o.StatePath, checkpoint.WithLockWait(o.LockWait), checkpoint.WithLogger(o.Logger))
 		if err != nil {
 			return nil, migrate.Report[Key]{}, err
 		}
-		cfg.Checkpoint = f
+		cp = f
 	}
+	cfg := storeConfig(o, legacy, cp)
 	store, err := migrate.New(cfg)
 	if err != nil {
 		if c, ok := cfg.Checkpoint.(*checkpoint.File[Key, Alloc]); ok {

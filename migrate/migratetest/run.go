@@ -58,6 +58,8 @@ func newRun[K comparable, V any](cfg *Config[K, V], a adapters[K, V], seq []migr
 	// bytes; each binary opens the file with its own build's options.
 	r.w.disk = checkpoint.NewMemory[K, V]()
 	r.w.journal = cfg.Journal
+	r.w.userOpts, r.w.schemas, r.w.bootEpoch = cfg.CheckpointOptions, a.schemas, a.bootEpoch
+	r.w.storeMoved = true // the store holds what the last sequence left
 	if cfg.Explicit {
 		r.w.exp = &Explicit[K, V]{}
 		r.w.imp = &r.w.exp.Implicit
@@ -137,6 +139,7 @@ func (r *run[K, V]) play() []string {
 		if store != nil {
 			store.Close()
 		}
+		r.w.closeStore()
 	}()
 	for i := 0; i <= len(r.seq); i++ {
 		last := i == len(r.seq)
@@ -156,6 +159,9 @@ func (r *run[K, V]) play() []string {
 			r.logf("step %d: phase %d (%s)%s", i+1, p, p, r.buildNote(step))
 		}
 		s, problems := r.start(p, r.builds[step], true)
+		if f := r.w.storeFault; f != "" {
+			problems = append(problems, f)
+		}
 		if len(problems) > 0 {
 			if s != nil {
 				s.Close()
@@ -167,6 +173,9 @@ func (r *run[K, V]) play() []string {
 			break
 		}
 		r.work(store, p, i+1 < len(r.seq) && r.trans[i+1] == crashMidWrite)
+		if f := r.w.storeFault; f != "" {
+			return []string{f}
+		}
 	}
 	return nil
 }
@@ -175,7 +184,7 @@ func (r *run[K, V]) buildNote(step int) string {
 	if !r.cfg.SchemaBumps {
 		return ""
 	}
-	return ", " + r.builds[step].String()
+	return ", " + r.w.name(r.builds[step])
 }
 
 // work makes the step's writes; with cut, the process dies during one.
@@ -220,7 +229,7 @@ func (r *run[K, V]) stop(s *migrate.Store[K, V], p migrate.Phase, t transition) 
 		r.logf("  %s: the node's state dies with it%s", transitionNames[t], map[bool]string{true: ", and the checkpoint on tmpfs", false: ""}[r.cfg.EphemeralCheckpoint])
 		r.acks.forget()
 		r.acks.behind = false
-		r.w.imp.Replace(nil)
+		r.w.replaceLegacy(nil)
 		if r.cfg.EphemeralCheckpoint {
 			checkpointtest.Remove(r.w.disk)
 			checkpointtest.SetJournal(r.w.disk, nil)
@@ -229,7 +238,7 @@ func (r *run[K, V]) stop(s *migrate.Store[K, V], p migrate.Phase, t transition) 
 	if r.a.volatile && t != reboot {
 		// The registry lived in memory, and so did everything phase 0
 		// acknowledged.
-		r.w.imp.Replace(nil)
+		r.w.replaceLegacy(nil)
 		if p == migrate.PhaseLegacy {
 			r.logf("  phase 0's state dies with it, as the old binary's did")
 			r.acks.forget()
@@ -369,6 +378,11 @@ func (r *run[K, V]) configure(p migrate.Phase, b build) (migrate.Config[K, V], e
 	if r.w.exp != nil {
 		legacy = &explicitSide[K, V]{implicitSide[K, V]{w: &r.w, match: r.a.match}}
 	}
+	if r.cfg.OpenLegacy != nil {
+		if err := r.w.openStore(r.cfg.OpenLegacy); err != nil {
+			return migrate.Config[K, V]{}, err
+		}
+	}
 	mc, err := r.cfg.New(p, legacy, cp)
 	if err != nil {
 		return mc, fmt.Errorf("the factory failed for phase %d: %w", p, err)
@@ -417,7 +431,7 @@ func (r *run[K, V]) checkRefusal(err error, x expectation, before string, legacy
 func (r *run[K, V]) remedy(x expectation, p migrate.Phase, b build) (build, error) {
 	switch x.remedy {
 	case rollForward:
-		r.logf("  the operator rolls forward to %s", newBuild)
+		r.logf("  the operator rolls forward to %s", r.w.name(newBuild))
 		return newBuild, nil
 	case moveAside:
 		where, _ := r.w.disk.Quarantine(context.Background())

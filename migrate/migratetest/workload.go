@@ -311,7 +311,7 @@ func (r *run[K, V]) situation(p migrate.Phase, b build, mc migrate.Config[K, V])
 		strict:       mc.Strict,
 		discard:      mc.DiscardUnreadableCheckpoint,
 		corrupt:      hasCkpt && f.corrupt,
-		newer:        hasCkpt && f.readable && b == oldBuild && f.meta.Schema > 1,
+		newer:        hasCkpt && f.readable && f.meta.Schema > r.w.schemas[b],
 		partial:      len(r.w.hide) > 0 && mc.Legacy != nil,
 		bootOld:      f.readable && f.meta.BootID != "" && f.meta.BootID != r.w.bootID(),
 		writesLegacy: r.w.exp != nil && mc.Legacy != nil && p != migrate.PhaseContract,
