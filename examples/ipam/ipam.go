@@ -63,11 +63,13 @@ const Schema = 2
 
 func sameEntry(k, v json.RawMessage) (json.RawMessage, json.RawMessage, error) { return k, v, nil }
 
-// checkpointOptions are the options of this binary's schema, which every
-// opening of the state file uses (and matrix_test.go, whose rollouts roll
-// back to the schema before it).
+// checkpointOptions are the options every opening of the state file uses
+// (and rollout_test.go): this binary's schema, and the boot epoch - the
+// pods an allocation belongs to die with a reboot, so a state file that
+// outlives one (--state on a disk rather than on /var/run's tmpfs) must be
+// discarded, not served.
 func checkpointOptions() []checkpoint.Option {
-	return []checkpoint.Option{checkpoint.WithSchema(Schema), checkpoint.WithUpgrade(1, sameEntry)}
+	return []checkpoint.Option{checkpoint.WithSchema(Schema), checkpoint.WithUpgrade(1, sameEntry), checkpoint.WithBootID(nil)}
 }
 
 // openCheckpoint opens the state file with this binary's schema.

@@ -70,12 +70,10 @@ func rollout(strict bool) migratetest.Config[Key, Alloc] {
 			}
 			return checkpointOptions()
 		},
-		// --state is on /var/run, a tmpfs: a reboot takes the checkpoint
-		// with the pods. The daemon opens it without a boot ID, so this
-		// matters: on a disk that outlives a reboot, phase 3 would serve
-		// the dead pods' addresses (3 → 0 → reboot → 3 fails the matrix
-		// with INVENTED), and the file needs checkpoint.WithBootID(nil).
-		EphemeralCheckpoint: true,
+		// The daemon opens its checkpoint with a boot ID, so a file that
+		// outlives a reboot (--state on a disk) is discarded with the
+		// pods: the matrix reboots with the file kept.
+		EphemeralCheckpoint: false,
 		Seed:                28,
 	}
 }
