@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/netip"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -692,16 +694,26 @@ func TestLockSameProcess(t *testing.T) {
 	_, err = checkpoint.Open[podKey, alloc](ctx, path, checkpoint.WithLockWait(0))
 	require.ErrorIs(t, err, checkpoint.ErrLocked, "WithLockWait(0) tries once")
 
-	// Open waits for the holder to go.
+	// Open waits for the holder to go: the holder closes once Open says,
+	// in its log, that it is waiting.
+	waiting := make(chan struct{})
+	var once sync.Once
+	discard := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.DebugLevel)
+	log := zap.New(discard, zap.Hooks(func(e zapcore.Entry) error {
+		if strings.Contains(e.Message, "waiting for the checkpoint's lock") {
+			once.Do(func() { close(waiting) })
+		}
+		return nil
+	}))
 	done := make(chan error, 1)
 	go func() {
-		g, err := checkpoint.Open[podKey, alloc](ctx, path)
+		g, err := checkpoint.Open[podKey, alloc](ctx, path, checkpoint.WithLogger(log))
 		if err == nil {
 			err = g.Close()
 		}
 		done <- err
 	}()
-	time.Sleep(30 * time.Millisecond)
+	<-waiting
 	require.NoError(t, f.Close())
 	select {
 	case err := <-done:

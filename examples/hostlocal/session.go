@@ -60,7 +60,9 @@ func openSession(ctx context.Context, c *config, tr *tracer) (*session, error) {
 	// Phase 0 opens the checkpoint too: its Restore marks the file as
 	// superseded by a phase-0 run (once per boot), so that a later phase 3
 	// refuses it instead of serving what host-local has changed since.
-	cp, err := checkpoint.Open[key, alloc](ctx, c.checkpoint, checkpointOptions()...)
+	// A wait for another exec's lock is logged (with its PID) to stderr,
+	// which the runtime keeps.
+	cp, err := checkpoint.Open[key, alloc](ctx, c.checkpoint, append(checkpointOptions(), checkpoint.WithLogger(logger()))...)
 	if err != nil {
 		return nil, err
 	}

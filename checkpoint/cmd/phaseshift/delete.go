@@ -61,7 +61,7 @@ func runDelete(ctx context.Context, e *env, o *deleteOptions, args []string) (er
 			return err
 		}
 	}
-	l, err := lock(ctx, args[0], o.lockWait)
+	l, err := lock(ctx, e, args[0], o.lockWait)
 	if err != nil {
 		return err
 	}

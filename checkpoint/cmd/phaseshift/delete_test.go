@@ -1,14 +1,16 @@
 package main_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -86,13 +88,19 @@ func TestDeleteLocked(t *testing.T) {
 	assert.Equal(t, before, readBytes(t, path))
 	assert.Empty(t, kept(t, path))
 
-	// It waits: the daemon exits while delete is waiting.
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		_ = daemon.Close()
-	}()
-	r = run(t, "delete", "--lock-wait", "20s", path, k2)
-	assert.Equal(t, 0, r.code, r.stderr)
+	// It waits, saying for whom: the daemon exits once delete says it is
+	// waiting.
+	cmd := exec.Command(command(t), "delete", "--lock-wait", "20s", path, k2)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	require.NoError(t, err)
+	assert.Contains(t, line, fmt.Sprintf("held by PID %d", os.Getpid()))
+	assert.Contains(t, line, "waiting up to 20s")
+	require.NoError(t, daemon.Close())
+	_, _ = io.Copy(io.Discard, stderr)
+	require.NoError(t, cmd.Wait(), "delete takes the lock once the daemon is gone")
 	assert.NotContains(t, mustLoad(t, path).Entries, k(2))
 }
 

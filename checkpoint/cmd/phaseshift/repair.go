@@ -45,8 +45,10 @@ type repaired struct {
 
 // lock opens path under its lock, failing without creating anything when
 // its directory does not exist, and with exit 7, naming the holder, when
-// a process holds the lock beyond wait.
-func lock(ctx context.Context, path string, wait time.Duration) (rawfile.Locked, error) {
+// a process holds the lock beyond wait. When the lock is held as it starts
+// to wait, it says so on e's error output, naming the holder, so that an
+// operator knows what the command is waiting for.
+func lock(ctx context.Context, e *env, path string, wait time.Duration) (rawfile.Locked, error) {
 	if wait < 0 {
 		return nil, usageError("--lock-wait %v is negative: give how long to wait, e.g. 5s, or 0 to try once", wait)
 	}
@@ -55,6 +57,11 @@ func lock(ctx context.Context, path string, wait time.Duration) (rawfile.Locked,
 			return nil, fail(exitMissing, "there is no checkpoint at %s: its directory does not exist", path)
 		}
 		return nil, fail(exitUnreadable, "%v", err)
+	}
+	if wait > 0 {
+		if held := lockState(rawfile.NamesOf(path).Lock); held.Held != nil && *held.Held {
+			fmt.Fprintf(e.errOut, "phaseshift: the checkpoint's lock is %s: waiting up to %v for it\n", held, wait)
+		}
 	}
 	l, err := rawfile.Lock(ctx, path, wait)
 	if err == nil {

@@ -62,7 +62,7 @@ func runRepairJournal(ctx context.Context, e *env, o *repairJournalOptions, args
 	if err := wantArgs(args, "PATH"); err != nil {
 		return err
 	}
-	l, err := lock(ctx, args[0], o.lockWait)
+	l, err := lock(ctx, e, args[0], o.lockWait)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func runReseal(ctx context.Context, e *env, o *resealOptions, args []string) (er
 		return usageError("reseal makes the daemon trust whatever %s holds, and a checksum that fails may be bit rot or a torn write, not your edit: "+
 			"check it with phaseshift diff --ignore-checksum %s %s.prev, then pass --i-edited-this-file-by-hand", args[0], args[0], args[0])
 	}
-	l, err := lock(ctx, args[0], o.lockWait)
+	l, err := lock(ctx, e, args[0], o.lockWait)
 	if err != nil {
 		return err
 	}

@@ -60,7 +60,7 @@ func runRestoreKept(ctx context.Context, e *env, o *restoreKeptOptions, args []s
 	if err != nil {
 		return err
 	}
-	l, err := lock(ctx, path, o.lockWait)
+	l, err := lock(ctx, e, path, o.lockWait)
 	if err != nil {
 		return err
 	}

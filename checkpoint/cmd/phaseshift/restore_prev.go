@@ -53,7 +53,7 @@ func runRestorePrev(ctx context.Context, e *env, o *restorePrevOptions, args []s
 	if err := wantArgs(args, "PATH"); err != nil {
 		return err
 	}
-	l, err := lock(ctx, args[0], o.lockWait)
+	l, err := lock(ctx, e, args[0], o.lockWait)
 	if err != nil {
 		return err
 	}
