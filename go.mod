@@ -3,34 +3,16 @@ module github.com/phaseshift/phaseshift
 go 1.24.0
 
 require (
-	github.com/containernetworking/cni v1.3.0
-	github.com/containernetworking/plugins v1.7.1
-	github.com/prometheus/client_golang v1.11.1
 	github.com/stretchr/testify v1.10.0
 	go.uber.org/goleak v1.1.11
 	go.uber.org/zap v1.15.0
 	golang.org/x/sys v0.32.0
-	google.golang.org/grpc v1.72.1
-	google.golang.org/protobuf v1.36.5
-	k8s.io/cri-api v0.34.0
 )
 
 require (
-	github.com/alexflint/go-filemutex v1.3.0 // indirect
-	github.com/beorn7/perks v1.0.1 // indirect
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/davecgh/go-spew v1.1.1 // indirect
-	github.com/golang/protobuf v1.5.4 // indirect
-	github.com/matttproud/golang_protobuf_extensions v1.0.1 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
-	github.com/prometheus/client_model v0.2.0 // indirect
-	github.com/prometheus/common v0.26.0 // indirect
-	github.com/prometheus/procfs v0.6.0 // indirect
-	github.com/vishvananda/netns v0.0.5 // indirect
 	go.uber.org/atomic v1.6.0 // indirect
 	go.uber.org/multierr v1.5.0 // indirect
-	golang.org/x/net v0.38.0 // indirect
-	golang.org/x/text v0.23.0 // indirect
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20250303144028-a0af3efb3deb // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

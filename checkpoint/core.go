@@ -126,6 +126,9 @@ func configure[K comparable, V any](opts []Option) (config, error) {
 	if _, err := validatorFor[K, V](&cfg); err != nil {
 		return cfg, err
 	}
+	if err := CheckKeyType[K](); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
 }
 

@@ -121,7 +121,7 @@ func (w *worker[K, V]) flush() {
 	w.sh.mu.Lock()
 	for _, d := range w.batch {
 		if _, dup := r.snap.Entries[d.key]; dup {
-			w.bad = append(w.bad, EntryError{Index: d.i, Key: rawKey(d.line), Err: errors.New("the key appears twice")})
+			w.bad = append(w.bad, badEntry(d.i, d.line, errors.New("the key appears twice")))
 			continue
 		}
 		r.snap.Entries[d.key] = d.val
@@ -149,13 +149,13 @@ func (w *worker[K, V]) done() {
 func (w *worker[K, V]) keep(i int, line []byte, k K, v V) {
 	if w.keys.comparable != nil {
 		if err := w.keys.comparable(k); err != nil {
-			w.bad = append(w.bad, EntryError{Index: i, Key: rawKey(line), Err: err})
+			w.bad = append(w.bad, badEntry(i, line, err))
 			return
 		}
 	}
 	if w.validate != nil {
 		if err := w.validate(k, v); err != nil {
-			w.bad = append(w.bad, EntryError{Index: i, Key: rawKey(line), Err: &rejectedError{err: err}})
+			w.bad = append(w.bad, badEntry(i, line, &rejectedError{err: err}))
 			return
 		}
 	}
@@ -171,16 +171,16 @@ func (w *worker[K, V]) keep(i int, line []byte, k K, v V) {
 // them, so that the next save writes it without them too.
 func (w *worker[K, V]) failed(i int, line []byte, err error) {
 	if _, unknown := unknownField(err); !unknown {
-		w.bad = append(w.bad, EntryError{Index: i, Key: rawKey(line), Err: decodeError[K](line, err)})
+		w.bad = append(w.bad, badEntry(i, line, decodeError[K](line, err)))
 		return
 	}
 	if !w.cfg.dropUnknown {
-		w.unknown = append(w.unknown, EntryError{Index: i, Key: rawKey(line), Err: decodeError[K](line, err)})
+		w.unknown = append(w.unknown, badEntry(i, line, decodeError[K](line, err)))
 		return
 	}
 	var e kv[K, V]
 	if err := json.Unmarshal(line, &e); err != nil {
-		w.bad = append(w.bad, EntryError{Index: i, Key: rawKey(line), Err: decodeError[K](line, err)})
+		w.bad = append(w.bad, badEntry(i, line, decodeError[K](line, err)))
 		return
 	}
 	if w.enc == nil {
@@ -188,7 +188,7 @@ func (w *worker[K, V]) failed(i int, line []byte, err error) {
 	}
 	cur, err := encodeEntry(w.enc, w.keys, nil, e.Key, e.Value, -1)
 	if err != nil {
-		w.bad = append(w.bad, EntryError{Index: i, Key: rawKey(line), Err: err})
+		w.bad = append(w.bad, badEntry(i, line, err))
 		return
 	}
 	w.dropped++
@@ -216,7 +216,7 @@ func (w *worker[K, V]) decodeRange(lines [][]byte, lo, hi int) {
 			e = kv[K, V]{} // decoding into a used value would merge maps and slices
 			err := dec.Decode(&e)
 			if err == nil && dec.InputOffset() != end {
-				w.bad = append(w.bad, EntryError{Index: i, Key: rawKey(line), Err: errors.New("not exactly one JSON value")})
+				w.bad = append(w.bad, badEntry(i, line, errors.New("not exactly one JSON value")))
 				break // out of step: a new decoder from the next line
 			}
 			if err != nil {
@@ -244,7 +244,7 @@ func (w *worker[K, V]) decodeUpgrading(lines [][]byte, from int) {
 	for i, line := range lines {
 		up, err := upgradeLine(line, from, w.cfg)
 		if err != nil {
-			w.bad = append(w.bad, EntryError{Index: i, Key: rawKey(line), Err: err})
+			w.bad = append(w.bad, badEntry(i, line, err))
 			continue
 		}
 		w.sh.r.upgraded[string(rawKeyJSON(line))] = rawKeyJSON(up)
@@ -257,7 +257,7 @@ func (w *worker[K, V]) decodeUpgrading(lines [][]byte, from int) {
 		// upgraded form.
 		cur, err := encodeEntry(w.enc, w.keys, nil, e.Key, e.Value, -1)
 		if err != nil {
-			w.bad = append(w.bad, EntryError{Index: i, Key: rawKey(up), Err: err})
+			w.bad = append(w.bad, badEntry(i, up, err))
 			continue
 		}
 		w.keep(i, cur, e.Key, e.Value)

@@ -44,14 +44,19 @@ func (d *disk) acquire(ctx context.Context, wait time.Duration) error {
 	// flock has no timeout and cannot be interrupted by a context, so poll
 	// with a non-blocking lock, backing off to 50ms between tries.
 	backoff := time.Millisecond
+	var waiting lockWait
 	for {
 		lock, err := d.fs.TryLock(d.lock, d.mode)
 		if err == nil {
 			d.held = lock
+			waiting.done(d)
 			return nil
 		}
 		if !errors.Is(err, fsys.ErrWouldBlock) {
 			return pathError("open: lock", d.lock, err)
+		}
+		if wait != 0 {
+			waiting.tell(d, wait)
 		}
 		t := time.NewTimer(backoff)
 		select {
@@ -67,6 +72,40 @@ func (d *disk) acquire(ctx context.Context, wait time.Duration) error {
 			return d.lockedError("open", nil)
 		}
 		backoff = min(2*backoff, 50*time.Millisecond)
+	}
+}
+
+// lockWait says, in the log, that Open is waiting for another process's
+// lock: at once, then every lockWaitLogEvery, so that a daemon stuck behind
+// an old instance during a rolling update says who holds it.
+type lockWait struct {
+	since, told time.Time
+}
+
+// lockWaitLogEvery is how often a wait for the lock is logged again.
+const lockWaitLogEvery = 10 * time.Second
+
+func (w *lockWait) tell(d *disk, bound time.Duration) {
+	now := time.Now()
+	if !w.told.IsZero() && now.Sub(w.told) < lockWaitLogEvery {
+		return
+	}
+	if w.since.IsZero() {
+		w.since = now
+	}
+	w.told = now
+	limit := "until the context is done (set checkpoint.WithLockWait to bound it)"
+	if bound > 0 {
+		limit = "at most " + bound.String()
+	}
+	d.log.Warn("waiting for the checkpoint's lock, held by another instance",
+		zap.String("path", d.path), zap.String("lockFile", d.lock), zap.String("holderPID", fsys.LockHolder(d.fs, d.lock)),
+		zap.Duration("waited", now.Sub(w.since)), zap.String("waiting", limit))
+}
+
+func (w *lockWait) done(d *disk) {
+	if !w.since.IsZero() {
+		d.log.Info("took the checkpoint's lock", zap.String("path", d.path), zap.Duration("waited", time.Since(w.since)))
 	}
 }
 
@@ -370,7 +409,7 @@ func (d *disk) quarantine() (string, error) {
 	if err := d.own("quarantine", nil); err != nil {
 		return "", err
 	}
-	base := d.path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+	base := keptBase(d.path, keptQuarantine, "", time.Now())
 	dst, hasFile, err := d.linkAside(d.path, base, "")
 	if err != nil {
 		return "", err
@@ -414,6 +453,7 @@ func (d *disk) quarantine() (string, error) {
 			return "", pathError("quarantine: fsync directory", d.dir, err)
 		}
 	}
+	d.pruneKept(keptQuarantine)
 	return dst, nil
 }
 

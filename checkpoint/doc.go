@@ -66,6 +66,28 @@
 // (WithDropUnknownFields) or a failed write, and by the commit that would
 // grow it past a fifth of the file's size (at least 32 KiB).
 //
+// # Kept copies
+//
+// Some files are set aside beside the checkpoint rather than removed, each
+// named by why it was kept, with its journal, if it had one, under the same
+// name + ".journal":
+//
+//   - path+".corrupt-<UTC time>": [File.Quarantine] moved aside a file
+//     Load could not use (package migrate's Restore moves aside a
+//     checkpoint it cannot use, as its documentation says). A phaseshift command older than the names below kept the
+//     files its repairs replaced under this name too.
+//   - path+".before-<verb>-<UTC time>": the phaseshift command's repair
+//     <verb> (delete, restore-prev, restore-kept, repair-journal, reseal)
+//     kept the file it replaced; phaseshift restore-kept puts such a copy
+//     back.
+//
+// Each kind is bounded: a checkpoint keeps its 5 newest quarantined copies
+// and its 5 newest copies kept by repairs. A File's Quarantine, and a
+// repair once it is done, removes the oldest copies of its kind beyond 5,
+// each file before its journal. A name that does not read as a kept copy's
+// (its time in the format above) is never removed. (A Memory, for tests,
+// keeps every copy it quarantined.)
+//
 // # Keys
 //
 // A key is stored as its JSON, and found again (by a later Commit, and by
@@ -130,7 +152,9 @@
 //     journal whose file is missing, is corruption: Load fails with
 //     ErrCorrupt, Save and Commit refuse (ErrUnreadable), and Quarantine
 //     moves the file and the journal aside together (path+".corrupt-<time>"
-//     and the same name + ".journal"). Lines whose base is below the
+//     and the same name + ".journal"). The phaseshift command shows where
+//     such a journal is damaged (phaseshift inspect) and can keep every
+//     line before the damage (phaseshift repair-journal). Lines whose base is below the
 //     file's Seq were folded into the file by a save that a crash stopped
 //     before it removed the journal: they are skipped. The entries of the
 //     lines are held to the file's rules (schema upgrades, unknown fields,

@@ -45,15 +45,21 @@ var (
 	ErrBadEntry = errors.New("checkpoint entry cannot be read")
 )
 
-// This error is returned by Open and Memory.Reopen: a configuration
-// mistake.
+// These errors are returned by Open and Memory.Reopen: configuration
+// mistakes.
 var (
 	// ErrInvalidOption is returned by Open and Memory.Reopen when an option
-	// is nil or its value is invalid: WithSchema(0), WithLockWait(-1), a
+	// is nil or its value is invalid (and by Open for an empty path): WithSchema(0), WithLockWait(-1), a
 	// WithFileMode the owner cannot read and write, an upgrade chain with a
 	// gap, a WithValidate function of other key or value types than the
 	// checkpoint's. The message names the option.
-	ErrInvalidOption = errors.New("checkpoint: invalid option")
+	ErrInvalidOption = errors.New("invalid option")
+
+	// ErrInvalidKeyType is returned by Open and Memory.Reopen (and by
+	// CheckKeyType) when the key type cannot read back from JSON as itself
+	// for any useful key: it holds a pointer, an interface, an unexported
+	// field or a field tagged json:"-". The message names the field.
+	ErrInvalidKeyType = errors.New("key type cannot be stored")
 )
 
 // These errors are returned by Open and by methods of an open checkpoint.
@@ -213,6 +219,15 @@ type EntryError struct {
 	Index int    // position in the file's entry list, from 0
 	Key   string // the key as it appears in the file (keys are not secret; values may be)
 	Err   error
+
+	raw string // the key's whole JSON, to find a later change to the same entry
+}
+
+// badEntry is the EntryError of the entry (or journal change) at index i,
+// whose line is line.
+func badEntry(i int, line []byte, err error) EntryError {
+	raw := rawKeyJSON(line)
+	return EntryError{Index: i, Key: shorten(raw), Err: err, raw: string(raw)}
 }
 
 // Error names the entry by position and key, not by value.

@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -47,7 +46,7 @@ func Open[K comparable, V any](ctx context.Context, path string, opts ...Option)
 		return nil, err
 	}
 	if path == "" {
-		return nil, errors.New("checkpoint: the path is empty: give the file to keep the checkpoint in, e.g. /var/run/mydaemon/state.json")
+		return nil, fmt.Errorf("checkpoint: %w: the path is empty: give the file to keep the checkpoint in, e.g. /var/run/mydaemon/state.json", ErrInvalidOption)
 	}
 	path = filepath.Clean(path)
 	var bootID string
@@ -164,8 +163,11 @@ func (f *File[K, V]) Commit(ctx context.Context, m Meta, changes []Change[K, V])
 }
 
 // Quarantine moves the checkpoint aside to path+".corrupt-<UTC time>" for
-// inspection and returns the new name. Afterwards there is no checkpoint
-// and Save may create one. It returns ErrNotExist if there is no file.
+// inspection (its journal, if any, to the same name + ".journal") and
+// returns the new name. Afterwards there is no checkpoint and Save may
+// create one. It returns ErrNotExist if there is no file. The checkpoint
+// keeps its 5 newest quarantined copies: Quarantine removes older ones
+// (see the package documentation's Kept copies).
 func (f *File[K, V]) Quarantine(ctx context.Context) (string, error) {
 	return f.c.quarantine(ctx)
 }

@@ -6,18 +6,24 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/internal/fsys/fsystest"
@@ -693,16 +699,26 @@ func TestLockSameProcess(t *testing.T) {
 	_, err = checkpoint.Open[podKey, alloc](ctx, path, checkpoint.WithLockWait(0))
 	require.ErrorIs(t, err, checkpoint.ErrLocked, "WithLockWait(0) tries once")
 
-	// Open waits for the holder to go.
+	// Open waits for the holder to go: the holder closes once Open says,
+	// in its log, that it is waiting.
+	waiting := make(chan struct{})
+	var once sync.Once
+	discard := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.DebugLevel)
+	log := zap.New(discard, zap.Hooks(func(e zapcore.Entry) error {
+		if strings.Contains(e.Message, "waiting for the checkpoint's lock") {
+			once.Do(func() { close(waiting) })
+		}
+		return nil
+	}))
 	done := make(chan error, 1)
 	go func() {
-		g, err := checkpoint.Open[podKey, alloc](ctx, path)
+		g, err := checkpoint.Open[podKey, alloc](ctx, path, checkpoint.WithLogger(log))
 		if err == nil {
 			err = g.Close()
 		}
 		done <- err
 	}()
-	time.Sleep(30 * time.Millisecond)
+	<-waiting
 	require.NoError(t, f.Close())
 	select {
 	case err := <-done:
@@ -769,4 +785,66 @@ func TestConcurrentUse(t *testing.T) {
 	s := loadPath(t, path)
 	assert.Len(t, s.Entries, 40)
 	assert.Equal(t, uint64(41), s.Meta.Seq)
+}
+
+// TestLockWaitIsLogged: Open that finds another instance holding the lock
+// says so in the log at once, with the holder's PID, and again when it
+// takes the lock - a daemon stuck behind an old instance during a rolling
+// update is not silent, WithLockWait or not (issue 21, item 6).
+func TestLockWaitIsLogged(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.json")
+	holder, err := checkpoint.Open[string, int](ctx, path)
+	require.NoError(t, err)
+
+	waiting, took := make(chan zapcore.Entry, 1), make(chan zapcore.Entry, 1)
+	core, logs := observer.New(zapcore.DebugLevel)
+	log := zap.New(core, zap.Hooks(func(e zapcore.Entry) error {
+		switch {
+		case strings.Contains(e.Message, "waiting for the checkpoint's lock"):
+			select {
+			case waiting <- e:
+			default:
+			}
+		case strings.Contains(e.Message, "took the checkpoint's lock"):
+			took <- e
+		}
+		return nil
+	}))
+	opened := make(chan error, 1)
+	go func() {
+		f, err := checkpoint.Open[string, int](ctx, path, checkpoint.WithLogger(log)) // no WithLockWait: waits for ctx
+		if err == nil {
+			err = f.Close()
+		}
+		opened <- err
+	}()
+	select {
+	case <-waiting:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Open waited for the lock without a word")
+	}
+	entries := logs.FilterMessageSnippet("waiting for the checkpoint's lock").All()
+	require.NotEmpty(t, entries)
+	fields := entries[0].ContextMap()
+	assert.Equal(t, strconv.Itoa(os.Getpid()), fields["holderPID"], "the holder's PID")
+	assert.Equal(t, path, fields["path"])
+	assert.Contains(t, fields["waiting"], "WithLockWait", "says how to bound the wait")
+
+	require.NoError(t, holder.Close())
+	require.NoError(t, <-opened)
+	select {
+	case <-took:
+	default:
+		t.Fatal("taking the lock after a wait is not logged")
+	}
+}
+
+// TestOpenEmptyPath: an empty path is a configuration mistake like a bad
+// option, and matches ErrInvalidOption.
+func TestOpenEmptyPath(t *testing.T) {
+	_, err := checkpoint.Open[string, int](context.Background(), "")
+	require.ErrorIs(t, err, checkpoint.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "the path is empty")
+	assert.True(t, strings.HasPrefix(err.Error(), "checkpoint: "), "the message names its package once: %s", err)
 }

@@ -62,11 +62,16 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // Meta describes a checkpoint file. Save fills Format, Seq and SavedAt, and
 // Schema and BootID from the options; the caller sets Phase and Writer.
 type Meta struct {
-	Format  int       // file format version: 2 when written with the journal (the default), 1 WithoutJournal
-	Schema  int       // value schema version the entries were written with
-	Phase   string    // rollout phase of the writer, e.g. "expand"
-	Writer  string    // version of the program that wrote the file
-	BootID  string    // boot in which the file was written, if recorded
+	Format int    // file format version: 2 when written with the journal (the default), 1 WithoutJournal
+	Schema int    // value schema version the entries were written with
+	Phase  string // rollout phase of the writer, e.g. "expand"
+	Writer string // version of the program that wrote the file
+	BootID string // boot in which the file was written, if recorded
+	// Behind says why the writer knows the file may lack entries its
+	// legacy source holds ("" when it does not): package migrate records a
+	// phase-0 run, or a run that could not read legacy in full. It is
+	// written only when set, so files without it are unchanged.
+	Behind  string
 	Seq     uint64    // incremented by every save; 1 for the first
 	SavedAt time.Time // when the file was written
 }
@@ -94,6 +99,7 @@ type header struct {
 	Phase   string          `json:"phase"`
 	Writer  string          `json:"writer"`
 	BootID  string          `json:"bootID"`
+	Behind  string          `json:"behind"`
 	Seq     *uint64         `json:"seq"`
 	SavedAt json.RawMessage `json:"savedAt"`
 }
@@ -125,6 +131,10 @@ func appendFile(dst []byte, m Meta, raws [][]byte) []byte {
 	dst = appendString(dst, m.Writer)
 	dst = append(dst, ",\n  \"bootID\": "...)
 	dst = appendString(dst, m.BootID)
+	if m.Behind != "" {
+		dst = append(dst, ",\n  \"behind\": "...)
+		dst = appendString(dst, m.Behind)
+	}
 	dst = append(dst, ",\n  \"seq\": "...)
 	dst = strconv.AppendUint(dst, m.Seq, 10)
 	dst = append(dst, ",\n  \"savedAt\": \""...)
@@ -245,7 +255,7 @@ func parseHeader(head []byte) (Meta, error) {
 			return Meta{}, corruptBecause(err, "the header is not valid: savedAt is not an RFC 3339 time")
 		}
 	}
-	m := Meta{Format: *h.Format, Schema: *h.Schema, Phase: h.Phase, Writer: h.Writer, BootID: h.BootID, Seq: *h.Seq, SavedAt: savedAt}
+	m := Meta{Format: *h.Format, Schema: *h.Schema, Phase: h.Phase, Writer: h.Writer, BootID: h.BootID, Behind: h.Behind, Seq: *h.Seq, SavedAt: savedAt}
 	if m.Format > formatVersion {
 		return m, newerFormat(m.Format)
 	}

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -316,7 +317,7 @@ func (c *core[K, V]) journalMeta(m *Meta) {
 		case rec.base != file || rec.seq != next:
 			return
 		}
-		m.Phase, m.Writer, m.BootID, m.SavedAt, m.Seq = rec.meta.Phase, rec.meta.Writer, rec.meta.BootID, rec.meta.SavedAt, rec.seq
+		m.Phase, m.Writer, m.BootID, m.Behind, m.SavedAt, m.Seq = rec.meta.Phase, rec.meta.Writer, rec.meta.BootID, rec.meta.Behind, rec.meta.SavedAt, rec.seq
 		next++
 	}
 }
@@ -325,7 +326,7 @@ func (c *core[K, V]) journalMeta(m *Meta) {
 type record struct {
 	base, seq uint64
 	schema    int
-	meta      Meta     // Phase, Writer, BootID, SavedAt
+	meta      Meta     // Phase, Writer, BootID, Behind, SavedAt
 	ops       [][]byte // sub-slices of the line
 }
 
@@ -339,6 +340,7 @@ type recordHeader struct {
 	Phase   string          `json:"phase"`
 	Writer  string          `json:"writer"`
 	BootID  string          `json:"bootID"`
+	Behind  string          `json:"behind"`
 	SavedAt json.RawMessage `json:"savedAt"`
 }
 
@@ -359,6 +361,10 @@ func appendRecord(dst []byte, base uint64, m Meta, ops [][]byte) []byte {
 	dst = appendString(dst, m.Writer)
 	dst = append(dst, `,"bootID":`...)
 	dst = appendString(dst, m.BootID)
+	if m.Behind != "" {
+		dst = append(dst, `,"behind":`...)
+		dst = appendString(dst, m.Behind)
+	}
 	dst = append(dst, `,"savedAt":"`...)
 	dst = m.SavedAt.UTC().AppendFormat(dst, time.RFC3339Nano)
 	dst = append(dst, '"')
@@ -429,7 +435,7 @@ func parseRecord(line []byte) (record, error) {
 		return r, fmt.Errorf("journal version %d is not %d", *j.Journal, journalVersion)
 	}
 	r = record{base: *j.Base, seq: *j.Seq, schema: *j.Schema, ops: ops,
-		meta: Meta{Phase: j.Phase, Writer: j.Writer, BootID: j.BootID}}
+		meta: Meta{Phase: j.Phase, Writer: j.Writer, BootID: j.BootID, Behind: j.Behind}}
 	if len(j.SavedAt) > 0 && r.meta.SavedAt.UnmarshalJSON(j.SavedAt) != nil {
 		return r, errors.New("its savedAt is not an RFC 3339 time")
 	}
@@ -525,6 +531,7 @@ func replay[K comparable, V any](data []byte, name string, r *decodeResult[K, V]
 		off = next
 		rp.valid = int64(off)
 	}
+	ap.done()
 	return rp, nil
 }
 
@@ -557,6 +564,11 @@ type applier[K comparable, V any] struct {
 	index    int // the next op's EntryError.Index
 	log      []undoStep[K]
 	unknown  []EntryError
+	// settled maps the JSON of a key to the index of the last change that
+	// put or deleted it: an entry that could not be read (in the file, or
+	// put by an earlier change) and was settled by a later change is not
+	// part of the state the journal replays to.
+	settled map[string]int
 }
 
 func newApplier[K comparable, V any](r *decodeResult[K, V], cfg *config, enc *encoder, from, fileEntries int) *applier[K, V] {
@@ -610,6 +622,7 @@ func (a *applier[K, V]) put(i int, line []byte) {
 	_, stored := a.r.snap.Entries[k]
 	a.r.snap.Entries[k] = v
 	a.log = a.r.ents.putKnown(k, cur, stored, a.log[:0])
+	a.settle(i, line)
 	if a.r.upgraded != nil {
 		a.r.upgraded[string(rawKeyJSON(line))] = rawKeyJSON(cur)
 	}
@@ -670,6 +683,30 @@ func (a *applier[K, V]) del(i int, line []byte) {
 	}
 	delete(a.r.snap.Entries, k)
 	a.log = a.r.ents.del(k, a.log[:0])
+	a.settle(i, line)
+}
+
+// settle records that the change at index i, whose line is line, put or
+// deleted its key.
+func (a *applier[K, V]) settle(i int, line []byte) {
+	if a.settled == nil {
+		a.settled = make(map[string]int)
+	}
+	a.settled[string(rawKeyJSON(line))] = i
+}
+
+// done drops from the bad entries those a later change settled: only the
+// state the journal replays to is held to the file's rules (a record that
+// put a value WithValidate rejects, which a later record replaced, is
+// history, as a value the file once held is).
+func (a *applier[K, V]) done() {
+	if len(a.settled) == 0 || len(a.r.bad) == 0 {
+		return
+	}
+	a.r.bad = slices.DeleteFunc(a.r.bad, func(e EntryError) bool {
+		last, ok := a.settled[e.raw]
+		return ok && last > e.Index
+	})
 }
 
 // decodeLine decodes an entry line as the file's decode does: upgraded
@@ -709,7 +746,7 @@ func (a *applier[K, V]) decodeLine(line []byte) (k K, v V, cur []byte, err error
 // fields the types lack, a newer binary's. The key it wrote no longer has
 // the value the file gave it, so that value is not served either.
 func (a *applier[K, V]) failed(i int, line []byte, err error) {
-	ee := EntryError{Index: i, Key: rawKey(line), Err: err}
+	ee := badEntry(i, line, err)
 	if cause := errors.Unwrap(err); cause != nil && isUnknownField(cause) {
 		a.unknown = append(a.unknown, ee)
 		return

@@ -264,6 +264,70 @@ func typeName(v reflect.Value) string {
 	return v.Elem().Type().String()
 }
 
+// CheckKeyType returns an error matching ErrInvalidKeyType when no useful
+// key of type K reads back from JSON as itself: K holds a pointer (JSON
+// stores what it points to, and reading it back makes a new pointer), an
+// interface (a number in one reads back as a float64, a struct as a map),
+// an unexported field or one tagged json:"-" (JSON does not store it, so
+// keys that differ only there would be one entry). A type with its own
+// JSON or text methods (time.Time, say) is the type's business: its keys
+// are checked one by one as they are written. Open and Memory.Reopen call
+// it, so that such a type is refused when the daemon starts rather than at
+// its first write; package migrate's New calls it too.
+func CheckKeyType[K comparable]() error {
+	t := reflect.TypeFor[K]()
+	if why := keyTypeProblem(t, "", 0); why != "" {
+		return fmt.Errorf("checkpoint: %w: key type %s: %s", ErrInvalidKeyType, t, why)
+	}
+	return nil
+}
+
+// keyTypeProblem says why keys of type t, at field path, cannot be stored,
+// or "".
+func keyTypeProblem(t reflect.Type, path string, depth int) string {
+	at := "the key"
+	if path != "" {
+		at = "field " + path + " (" + t.String() + ")"
+	}
+	switch {
+	case depth > 32 || customJSON(t):
+		return ""
+	case t.Kind() == reflect.Pointer:
+		return at + " is a pointer: JSON stores what it points to, and reading it back makes a new pointer, never == to the old one; use a value"
+	case t.Kind() == reflect.Interface:
+		return at + " is an interface: JSON reads it back as whatever the JSON looks like (a float64 for a number, a map for a struct), not as what was stored; use a concrete type"
+	case t.Kind() == reflect.Chan || t.Kind() == reflect.UnsafePointer || t.Kind() == reflect.Complex64 || t.Kind() == reflect.Complex128:
+		return at + " is a " + t.Kind().String() + ", which JSON cannot encode"
+	case t.Kind() == reflect.Array:
+		return keyTypeProblem(t.Elem(), path+"[]", depth+1)
+	case t.Kind() == reflect.Struct:
+		return structKeyProblem(t, path, depth)
+	}
+	return ""
+}
+
+func structKeyProblem(t reflect.Type, path string, depth int) string {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name := f.Name
+		if path != "" {
+			name = path + "." + f.Name
+		}
+		switch {
+		case f.Name == "_":
+			continue // == ignores blank fields
+		case !f.IsExported() && !(f.Anonymous && f.Type.Kind() == reflect.Struct):
+			return fmt.Sprintf("field %s (%s) is unexported, so JSON does not store it: keys that differ only there would be one entry; export it or leave it out of the key", name, f.Type)
+		case f.Tag.Get("json") == "-":
+			return fmt.Sprintf("field %s (%s) is tagged json:\"-\", so JSON does not store it: keys that differ only there would be one entry", name, f.Type)
+		}
+		if why := keyTypeProblem(f.Type, name, depth+1); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
 // CheckEntry returns the error Save and Commit would fail with for an entry
 // of key and value, an *EncodeError matching ErrEncode, or nil if they can
 // write it: it encodes both and checks that the key reads back as itself

@@ -64,21 +64,93 @@ func keyBackends[K comparable](t *testing.T) map[string]struct {
 } {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "keys.json")
-	f, err := checkpoint.Open[K, string](context.Background(), path)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, f.Close()) })
 	m := checkpoint.NewMemory[K, string]()
-	return map[string]struct {
+	backends := map[string]struct {
 		b     keyBackend[K]
 		bytes func() []byte
-	}{
-		"file": {f, func() []byte {
-			b, err := os.ReadFile(path)
-			require.NoError(t, err)
-			return b
-		}},
-		"memory": {m, m.Bytes},
+	}{"memory": {m, m.Bytes}}
+	f, err := checkpoint.Open[K, string](context.Background(), path)
+	if checkpoint.CheckKeyType[K]() != nil {
+		// Refused when opened (TestKeyTypesRefusedAtOpen); NewMemory, which
+		// cannot fail, checks every key as it is written.
+		require.ErrorIs(t, err, checkpoint.ErrInvalidKeyType)
+		return backends
 	}
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, f.Close()) })
+	backends["file"] = struct {
+		b     keyBackend[K]
+		bytes func() []byte
+	}{f, func() []byte {
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		return b
+	}}
+	return backends
+}
+
+// TestKeyTypesRefusedAtOpen: a key type with a pointer, an interface, an
+// unexported field or a field tagged json:"-" is refused when the
+// checkpoint is opened (Open, Memory.Reopen), naming the field, rather than
+// at the first write that holds a value JSON loses (a daemon's first CNI
+// ADD). Types whose own JSON methods decide are left to the per-key check.
+func TestKeyTypesRefusedAtOpen(t *testing.T) {
+	type hidden struct {
+		Name string `json:"name"`
+		Salt string `json:"-"`
+	}
+	type nested struct {
+		Pod podKey
+		Ref refKey
+	}
+	type shard int
+	type embedsUnexported struct {
+		shard
+		Name string
+	}
+	cases := map[string]struct {
+		check func() error
+		open  func(path string) error
+		why   string
+	}{
+		"unexported field": {checkpoint.CheckKeyType[shardKey], openAs[shardKey], "field shard (int) is unexported"},
+		"pointer field":    {checkpoint.CheckKeyType[refKey], openAs[refKey], "field Ref (*int) is a pointer"},
+		"pointer":          {checkpoint.CheckKeyType[*int], openAs[*int], "the key is a pointer"},
+		"interface":        {checkpoint.CheckKeyType[any], openAs[any], "the key is an interface"},
+		"json:\"-\"":       {checkpoint.CheckKeyType[hidden], openAs[hidden], `field Salt (string) is tagged json:"-"`},
+		"nested pointer":   {checkpoint.CheckKeyType[nested], openAs[nested], "field Ref.Ref (*int) is a pointer"},
+		"channel":          {checkpoint.CheckKeyType[chan int], openAs[chan int], "the key is a chan, which JSON cannot encode"},
+		"complex field":    {checkpoint.CheckKeyType[struct{ Z complex128 }], openAs[struct{ Z complex128 }], "field Z (complex128) is a complex128"},
+		"embedded string":  {checkpoint.CheckKeyType[embedsUnexported], openAs[embedsUnexported], "field shard (checkpoint_test.shard) is unexported"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := c.check()
+			require.ErrorIs(t, err, checkpoint.ErrInvalidKeyType)
+			assert.Contains(t, err.Error(), c.why)
+			err = c.open(filepath.Join(t.TempDir(), "keys.json"))
+			require.ErrorIs(t, err, checkpoint.ErrInvalidKeyType)
+			assert.Contains(t, err.Error(), c.why)
+		})
+	}
+	for name, err := range map[string]error{
+		"plain struct":   checkpoint.CheckKeyType[podKey](),
+		"time.Time":      checkpoint.CheckKeyType[timeKey](),
+		"MarshalText":    checkpoint.CheckKeyType[lowerKey](),
+		"array, numbers": checkpoint.CheckKeyType[[2]float64](),
+	} {
+		assert.NoError(t, err, name)
+	}
+	_, err := checkpoint.NewMemory[refKey, string]().Reopen()
+	require.ErrorIs(t, err, checkpoint.ErrInvalidKeyType, "Memory.Reopen refuses it too")
+}
+
+func openAs[K comparable](path string) error {
+	f, err := checkpoint.Open[K, string](context.Background(), path)
+	if err == nil {
+		f.Close()
+	}
+	return err
 }
 
 // refused requires that every way of writing bad fails with ErrEncode,

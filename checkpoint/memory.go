@@ -46,7 +46,8 @@ func NewMemory[K comparable, V any]() *Memory[K, V] {
 // handles from writing.
 //
 // Without options the new handle keeps this one's configuration, and the
-// error is nil. With options it is configured by them alone, as another
+// error is nil unless the key type is one Open refuses (CheckKeyType). With
+// options it is configured by them alone, as another
 // binary opening the file with its own options would be (a build with
 // another schema: WithSchema, WithUpgrade; a new boot: WithBootID), and
 // Reopen checks them as Open does: a nil or invalid option is an error
@@ -55,6 +56,9 @@ func NewMemory[K comparable, V any]() *Memory[K, V] {
 // WithLockWait) are checked and have no effect.
 func (m *Memory[K, V]) Reopen(opts ...Option) (*Memory[K, V], error) {
 	if len(opts) == 0 {
+		if err := CheckKeyType[K](); err != nil {
+			return nil, err
+		}
 		return &Memory[K, V]{c: newCore[K, V](m.c.cfg, m.mem, m.c.bootID), mem: m.mem}, nil
 	}
 	cfg, err := configure[K, V](opts)

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"reflect"
-	"slices"
 	"strings"
 	"time"
 
@@ -64,7 +63,7 @@ func defaultConfig() config {
 // invalidOption returns an error matching ErrInvalidOption that names the
 // option as the caller wrote it.
 func invalidOption(option, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalidOption, option, fmt.Sprintf(format, args...))
+	return fmt.Errorf("checkpoint: %w: %s: %s", ErrInvalidOption, option, fmt.Sprintf(format, args...))
 }
 
 // WithSchema sets the version of the value schema this binary writes and
@@ -242,7 +241,7 @@ func buildConfig(opts []Option) (config, error) {
 	c := defaultConfig()
 	for i, o := range opts {
 		if o == nil {
-			return c, fmt.Errorf("%w: option %d of %d is nil", ErrInvalidOption, i+1, len(opts))
+			return c, fmt.Errorf("checkpoint: %w: option %d of %d is nil", ErrInvalidOption, i+1, len(opts))
 		}
 		if err := o.apply(&c); err != nil {
 			return c, err
@@ -254,30 +253,31 @@ func buildConfig(opts []Option) (config, error) {
 	return c, nil
 }
 
-// checkUpgradeChain makes sure Load can never meet a schema it has a partial
-// path for: every version from the oldest registered one up to the current
-// schema needs its step.
+// checkUpgradeChain makes sure Load can never meet an older schema it has
+// no path for: every version from 1 up to the current schema needs its
+// step.
 func checkUpgradeChain(schema int, ups map[int]UpgradeFunc) error {
+	if schema > 1 && len(ups) == 0 {
+		return invalidOption(fmt.Sprintf("checkpoint.WithSchema(%d)", schema),
+			"a binary that writes schema %d reads older files only through upgrades: register checkpoint.WithUpgrade(1, fn) and every step up to %d (a file of schema 1 would otherwise be unreadable, and moved aside with the state it holds); an upgrade that returns an error refuses such files on purpose", schema, schema)
+	}
 	if len(ups) == 0 {
 		return nil
 	}
-	froms := make([]int, 0, len(ups))
 	for from := range ups {
 		if from < 1 || from >= schema {
 			return invalidOption(fmt.Sprintf("checkpoint.WithUpgrade(%d, ...)", from),
 				"the upgrade from schema %d does not lead to the current schema %d: register upgrades from 1..%d only", from, schema, schema-1)
 		}
-		froms = append(froms, from)
 	}
-	slices.Sort(froms)
 	var missing []string
-	for v := froms[0]; v < schema; v++ {
+	for v := 1; v < schema; v++ {
 		if ups[v] == nil {
 			missing = append(missing, fmt.Sprintf("%d→%d", v, v+1))
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%w: the upgrade chain from schema %d to %d has a gap: missing %s", ErrInvalidOption, froms[0], schema, strings.Join(missing, ", "))
+		return fmt.Errorf("checkpoint: %w: the upgrade chain from schema 1 to %d has a gap: missing %s (a file of an older schema would be unreadable)", ErrInvalidOption, schema, strings.Join(missing, ", "))
 	}
 	return nil
 }

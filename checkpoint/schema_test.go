@@ -274,14 +274,23 @@ func TestNewerFormatRefused(t *testing.T) {
 	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 }
 
-func TestOlderSchemaWithoutUpgrade(t *testing.T) {
-	ctx := context.Background()
-	m := checkpoint.NewMemory[podKey, allocV1]()
-	require.NoError(t, m.Save(ctx, checkpoint.Snapshot[podKey, allocV1]{Entries: map[podKey]allocV1{key("a"): {IP: "10.0.0.2"}}}))
-
-	noChain := checkpointtest.NewMemory[podKey, allocV3](t, checkpoint.WithSchema(3), checkpoint.WithUpgrade(2, upgrade2to3))
-	checkpointtest.SetBytes(noChain, m.Bytes())
-	_, err := noChain.Load(ctx)
-	require.ErrorIs(t, err, checkpoint.ErrOlderSchema)
-	assert.Contains(t, err.Error(), "schema 1")
+// TestUpgradeChainStartsAtOne: a binary that writes schema N must read
+// every older schema, so Open and Memory.Reopen refuse a chain that does
+// not start at 1 (no upgrade at all, or one from 2 only): a file of schema 1
+// would otherwise be found unreadable in production and moved aside with
+// the state it holds.
+func TestUpgradeChainStartsAtOne(t *testing.T) {
+	for name, opts := range map[string][]checkpoint.Option{
+		"no upgrade":          {checkpoint.WithSchema(2)},
+		"a chain from 2":      {checkpoint.WithSchema(3), checkpoint.WithUpgrade(2, upgrade2to3)},
+		"a gap in the middle": {checkpoint.WithSchema(3), checkpoint.WithUpgrade(1, upgrade1to2)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := checkpoint.Open[podKey, allocV3](context.Background(), filepath.Join(t.TempDir(), "a.json"), opts...)
+			require.ErrorIs(t, err, checkpoint.ErrInvalidOption)
+			assert.Contains(t, err.Error(), "schema 1")
+			_, err = checkpoint.NewMemory[podKey, allocV3]().Reopen(opts...)
+			require.ErrorIs(t, err, checkpoint.ErrInvalidOption)
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package checkpoint_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -231,4 +232,89 @@ func sealedFile(entries map[string]string) []byte {
 	}
 	body := "{\n  \"format\": 1,\n  \"schema\": 1,\n  \"phase\": \"\",\n  \"writer\": \"\",\n  \"bootID\": \"\",\n  \"seq\": 1,\n  \"savedAt\": \"2026-11-30T08:00:00Z\",\n  \"entries\": [\n" + strings.Join(lines, ",\n") + "\n  ],\n"
 	return []byte(body + sealFor(body))
+}
+
+// TestJournalErrorsNeverQuoteValues attacks "Errors and logs name
+// paths, keys ..., never a value" for the journal: a record whose value
+// does not decode, one with a field the type lacks, a damaged record
+// before the last and a torn last record, each with a secret in its
+// value; neither the error nor the log may hold it.
+func TestJournalErrorsNeverQuoteValues(t *testing.T) {
+	ctx := context.Background()
+	const secret = "s3cr3t-T0KEN"
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.json")
+	w, err := checkpoint.Open[string, any](ctx, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	require.NoError(t, w.Save(ctx, checkpoint.Snapshot[string, any]{Entries: map[string]any{"a": map[string]any{"n": 1}}}))
+	require.NoError(t, w.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[string, any]{{Key: "b", Value: map[string]any{"n": secret}}}))
+	require.NoError(t, w.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[string, any]{{Key: "c", Value: map[string]any{"n": 2, "tok": secret}}}))
+	require.NoError(t, w.Close())
+	journal, err := os.ReadFile(path + ".journal")
+	require.NoError(t, err)
+	require.Contains(t, string(journal), secret)
+
+	type val struct {
+		N int `json:"n"`
+	}
+	check := func(name string, opts ...checkpoint.Option) error {
+		t.Helper()
+		core, logs := observer.New(zap.DebugLevel)
+		r, err := checkpoint.Open[string, val](ctx, path, append(opts, checkpoint.WithJournal(), checkpoint.WithLogger(zap.New(core)))...)
+		require.NoError(t, err)
+		defer r.Close()
+		_, lerr := r.Load(ctx)
+		require.Error(t, lerr, name)
+		assert.NotContains(t, lerr.Error(), secret, name)
+		assert.NotContains(t, fmt.Sprintf("%+v", lerr), secret, name)
+		cerr := r.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[string, val]{{Key: "z", Value: val{}}})
+		if cerr != nil {
+			assert.NotContains(t, cerr.Error(), secret, name)
+		}
+		for _, e := range logs.All() {
+			assert.NotContains(t, e.Message, secret, name)
+			for _, f := range e.Context {
+				assert.NotContains(t, fmt.Sprint(f.Interface, f.String), secret, name)
+			}
+		}
+		return lerr
+	}
+	// b's value is a string where an int is expected; c has a field val lacks.
+	err = check("undecodable value")
+	assert.True(t, errors.Is(err, checkpoint.ErrBadEntry) || errors.Is(err, checkpoint.ErrNewerSchema), "%v", err)
+	err = check("unknown field dropped", checkpoint.WithDropUnknownFields())
+	assert.ErrorIs(t, err, checkpoint.ErrBadEntry)
+
+	// Damage the first record's value (corruption) and cut the last in
+	// the middle of its secret (torn).
+	first := bytes.IndexByte(journal, '\n')
+	bad := bytes.Clone(journal)
+	at := bytes.Index(bad, []byte(secret))
+	require.Less(t, at, first)
+	bad[at] ^= 0x20
+	cut := bytes.LastIndex(journal, []byte(secret)) + 4
+	bad = bad[:cut]
+	require.NoError(t, os.WriteFile(path+".journal", bad, 0o600))
+	err = check("damaged record")
+	assert.ErrorIs(t, err, checkpoint.ErrCorrupt)
+
+	// Only the torn tail: Load succeeds, and the torn record's report and
+	// log hold no value.
+	require.NoError(t, os.WriteFile(path+".journal", journal[:cut], 0o600))
+	core, logs := observer.New(zap.DebugLevel)
+	r, err := checkpoint.Open[string, any](ctx, path, checkpoint.WithJournal(), checkpoint.WithLogger(zap.New(core)))
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Load(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, r.Journal().Torn)
+	assert.NotContains(t, r.Journal().Torn.Error(), secret)
+	assert.NotContains(t, r.Journal().Torn.Reason, "s3cr")
+	require.Positive(t, logs.Len())
+	for _, e := range logs.All() {
+		assert.NotContains(t, e.Message, "s3cr")
+		for _, f := range e.Context {
+			assert.NotContains(t, fmt.Sprint(f.Interface, f.String), "s3cr")
+		}
+	}
 }

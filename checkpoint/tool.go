@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/crc32"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,6 +30,8 @@ func init() {
 	rawfile.Read = readRaw
 	rawfile.Lock = lockRaw
 	rawfile.NamesOf = namesOf
+	rawfile.Kept = rawKept
+	rawfile.KeptBound = keptBound
 }
 
 type rawCore = core[rawfile.Key, json.RawMessage]
@@ -35,18 +39,19 @@ type rawCore = core[rawfile.Key, json.RawMessage]
 // namesOf mirrors the names Open and quarantine give the files beside path.
 func namesOf(path string) rawfile.Names {
 	path = filepath.Clean(path)
-	return rawfile.Names{Prev: path + ".prev", Lock: path + ".lock", QuarantinePrefix: path + ".corrupt-"}
+	return rawfile.Names{Prev: path + ".prev", Lock: path + ".lock"}
 }
 
-// primed is a backend whose next read returns bytes already read, so that
-// the header a caller looked at and the entries the core decodes come from
-// one version of the file. It is used by one goroutine at a time (the
+// primed is a backend whose next read of the file, and of the journal,
+// returns bytes already read, so that the header a caller looked at, the
+// entries the core decodes and the journal's damage this file finds come
+// from one version of each. It is used by one goroutine at a time (the
 // command's), like everything in this file but the core's own methods.
 type primed struct {
 	backend
-	data  []byte
-	err   error
-	ready bool
+	data, jdata   []byte
+	err, jerr     error
+	ready, jready bool
 }
 
 func (p *primed) read() ([]byte, error) {
@@ -55,6 +60,20 @@ func (p *primed) read() ([]byte, error) {
 		return p.data, p.err
 	}
 	return p.backend.read()
+}
+
+func (p *primed) readJournal() ([]byte, error) {
+	if p.jready {
+		p.jready = false
+		return p.jdata, p.jerr
+	}
+	return p.backend.readJournal()
+}
+
+// prime makes the next reads return data and jdata.
+func (p *primed) prime(data []byte, err error, jdata []byte, jerr error) {
+	p.data, p.err, p.ready = data, err, true
+	p.jdata, p.jerr, p.jready = jdata, jerr, true
 }
 
 // readOnly is the backend of a checkpoint read without its lock: the file
@@ -90,12 +109,14 @@ func readRaw(ctx context.Context, path string, opt rawfile.Options) *rawfile.Fil
 	return loadRaw(ctx, c, p, opt)
 }
 
-// loadRaw reads the file once, learns its header and checksum verdict, sets
-// the core's schema to the file's (the raw types read every schema as it
-// is), and has the core load that same data.
+// loadRaw reads the file once and its journal once, learns the file's
+// header and checksum verdict, sets the core's schema to the file's (the
+// raw types read every schema as it is), has the core load that same data,
+// and, if Load refused the journal, finds where it is damaged.
 func loadRaw(ctx context.Context, c *rawCore, p *primed, opt rawfile.Options) *rawfile.File {
 	out := &rawfile.File{Path: p.name(), Size: -1}
 	data, err := p.backend.read()
+	jdata, jerr := p.backend.readJournal()
 	if err == nil {
 		out.Size = int64(len(data))
 		var m Meta
@@ -111,33 +132,110 @@ func loadRaw(ctx context.Context, c *rawCore, p *primed, opt rawfile.Options) *r
 		c.cfg.schema = max(m.Schema, 1) // a schema below 1 is reported by decode
 		c.mu.Unlock()
 	}
-	p.data, p.err, p.ready = data, err, true
+	loadPrimed(ctx, c, p, out, data, err, jdata, jerr)
+	if out.Err != nil && jerr == nil {
+		out.Journal.Damage = journalDamage(c, data, err, jdata, p.journalName(), out.Err)
+	}
+	if d := out.Journal.Damage; d != nil && opt.JournalUpToDamage && !d.FileMissing {
+		damaged := out.Journal
+		loadPrimed(ctx, c, p, out, data, err, jdata[:d.Offset], nil)
+		out.Journal = damaged
+	}
+	return out
+}
+
+// loadPrimed has the core load data and jdata, and fills in what Load
+// returned.
+func loadPrimed(ctx context.Context, c *rawCore, p *primed, out *rawfile.File, data []byte, err error, jdata []byte, jerr error) {
+	p.prime(data, err, jdata, jerr)
 	snap, lerr := c.load(ctx)
-	p.ready = false
+	p.ready, p.jready = false, false
 	out.Err = lerr
 	out.Entries = rawEntries(c, snap, lerr == nil)
 	out.Meta = rawfile.Header(snap.Meta)
-	out.Journal = rawJournal(c, p.backend, snap.Meta.Seq)
-	return out
+	if snap.Meta.Format == 0 {
+		out.Meta = out.Header // Load failed before it read a header
+	}
+	out.Journal = rawJournal(c, p.journalName(), jdata, jerr, snap.Meta.Seq)
 }
 
 // rawJournal says what the journal beside the file held at the load: seq
 // is the Seq of the state Load returned (the last record's, when records
 // were replayed).
-func rawJournal(c *rawCore, be backend, seq uint64) rawfile.Journal {
+func rawJournal(c *rawCore, name string, jdata []byte, jerr error, seq uint64) rawfile.Journal {
 	st := c.journal()
-	j := rawfile.Journal{Path: be.journalName(), Bytes: st.Bytes, Records: st.Records, Stale: st.Stale, Seq: seq}
+	j := rawfile.Journal{Path: name, Exists: jerr == nil, Bytes: int64(len(jdata)), Records: st.Records, Stale: st.Stale, Seq: seq}
 	if st.Torn != nil {
 		j.TornBytes = st.Torn.Bytes
 	}
-	if st.Bytes == 0 {
-		if _, err := be.readJournal(); err == nil {
-			j.Exists = true // empty, or beside a file that did not load
-		}
-	} else {
-		j.Exists = true
-	}
+	j.All = journalRun(jdata, 0)
+	j.Total = j.All.Records
 	return j
+}
+
+// journalDamage says where the journal jdata is damaged, when lerr, the
+// error of the Load of data (read with err) and jdata, came from it: a
+// record that is not whole or out of sequence before the last, or a
+// journal whose file is missing. It replays the journal as Load did, with
+// the same rules (replay), so that the damage it reports is where Load
+// stopped; it is nil when the file itself is what Load refused.
+func journalDamage(c *rawCore, data []byte, err error, jdata []byte, name string, lerr error) *rawfile.Damage {
+	if errors.Is(err, fs.ErrNotExist) {
+		if len(jdata) == 0 {
+			return nil
+		}
+		return &rawfile.Damage{FileMissing: true, Reason: "the checkpoint the records follow is missing", After: journalRun(jdata, 0)}
+	}
+	if err != nil || !errors.Is(lerr, ErrCorrupt) {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	res, derr := decode[rawfile.Key, json.RawMessage](data, &c.cfg, c.enc)
+	if derr != nil {
+		return nil
+	}
+	rp, rerr := replay(jdata, name, &res, &c.cfg, c.enc, len(res.ents.lines))
+	if !errors.Is(rerr, ErrCorrupt) {
+		return nil
+	}
+	off := rp.valid
+	end := int64(len(jdata))
+	if nl := bytes.IndexByte(jdata[off:], '\n'); nl >= 0 {
+		end = off + int64(nl) + 1
+	}
+	d := &rawfile.Damage{Offset: off, Bytes: end - off, Before: journalRun(jdata[:off], 0), After: journalRun(jdata[end:], end)}
+	rec, perr := parseRecord(bytes.TrimSuffix(jdata[off:end], []byte("\n")))
+	if perr != nil {
+		d.Reason = perr.Error() + ", and it is not the last record: not what a crash leaves"
+	} else {
+		// Out of sequence, or following another file: replay's own words.
+		d.Seq = rec.seq
+		d.Reason = strings.TrimPrefix(rerr.Error(), fmt.Sprintf("%v: journal %s: the record at byte %d ", ErrCorrupt, name, off))
+	}
+	return d
+}
+
+// journalRun describes the records of data, which starts at byte offset of
+// its journal: how many, and the seqs of the first and last that read.
+func journalRun(data []byte, offset int64) rawfile.Run {
+	r := rawfile.Run{Offset: offset, Bytes: int64(len(data))}
+	for len(data) > 0 {
+		line := data
+		if nl := bytes.IndexByte(data, '\n'); nl >= 0 {
+			line, data = data[:nl], data[nl+1:]
+		} else {
+			data = nil
+		}
+		r.Records++
+		if rec, err := parseRecord(line); err == nil {
+			if r.FirstSeq == 0 {
+				r.FirstSeq = rec.seq
+			}
+			r.LastSeq = rec.seq
+		}
+	}
+	return r
 }
 
 // rawEntries lists snap's entries in the file's order when the core holds
@@ -229,14 +327,24 @@ func (l *rawLocked) Delete(ctx context.Context, h rawfile.Header, key rawfile.Ke
 
 func (l *rawLocked) Close() error { return l.f.Close() }
 
-func (l *rawLocked) KeepCopy(ctx context.Context) (string, error) {
+func (l *rawLocked) KeepCopy(ctx context.Context, verb string) (string, error) {
 	c := l.f.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.check(ctx); err != nil {
 		return "", err
 	}
-	return l.f.disk.keepCopy()
+	return l.f.disk.keepCopy(verb)
+}
+
+func (l *rawLocked) PruneKept(ctx context.Context) ([]string, error) {
+	c := l.f.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.check(ctx); err != nil {
+		return nil, err
+	}
+	return l.f.disk.pruneKept(keptRepair), nil
 }
 
 func (l *rawLocked) Replace(ctx context.Context, h rawfile.Header, entries []rawfile.Entry, seqAbove uint64) error {
@@ -284,29 +392,40 @@ func (l *rawLocked) Replace(ctx context.Context, h rawfile.Header, entries []raw
 }
 
 // keepCopy links the checkpoint, and its journal if there is one, to a
-// new quarantine name (the journal's: the same name + ".journal"), as
-// quarantine does, but leaves them in place: a repair replaces the file
-// afterwards with an atomic rename, so there is no instant without a
-// checkpoint at the path.
-func (d *disk) keepCopy() (string, error) {
-	if err := d.own("quarantine", nil); err != nil {
+// new name that says which repair (verb) kept them, path.before-<verb>-<UTC
+// time> (the journal's: the same name + ".journal"), as quarantine does,
+// but leaves them in place: a repair replaces the file afterwards with an
+// atomic rename, so there is no instant without a checkpoint at the path.
+// A journal without its file is kept alone, and its name returned, as
+// quarantine does. The oldest copies beyond the bound are removed later,
+// by PruneKept, once the repair is done: a repair that fails leaves every
+// copy there was.
+func (d *disk) keepCopy(verb string) (string, error) {
+	if err := d.own("keep a copy", nil); err != nil {
 		return "", err
 	}
-	base := d.path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+	base := keptBase(d.path, keptRepair, verb, time.Now())
 	dst, hasFile, err := d.linkAside(d.path, base, "")
 	if err != nil {
 		return "", err
 	}
 	if !hasFile {
-		return "", pathError("quarantine", d.path, ErrNotExist)
+		dst = base
 	}
 	// The journal, if any, is kept with it, under the same name +
 	// ".journal": the repair that follows makes its records stale.
-	if _, _, err := d.linkAside(d.journal, dst, ".journal"); err != nil {
+	jdst, hasJournal, err := d.linkAside(d.journal, dst, ".journal")
+	if err != nil {
 		return "", err
 	}
+	switch {
+	case !hasFile && !hasJournal:
+		return "", pathError("keep a copy", d.path, ErrNotExist)
+	case !hasFile:
+		dst = jdst
+	}
 	if err := d.fs.SyncDir(d.dir); err != nil {
-		return "", pathError("quarantine: fsync directory", d.dir, err)
+		return "", pathError("keep a copy: fsync directory", d.dir, err)
 	}
 	return dst, nil
 }

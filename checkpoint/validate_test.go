@@ -89,3 +89,104 @@ func TestWithValidateMistakes(t *testing.T) {
 		require.ErrorIs(t, err, checkpoint.ErrInvalidOption)
 	})
 }
+
+// TestValidateOnlyWhatTheJournalReplaysTo: a journal record that put a
+// value WithValidate (or an upgrade) rejects, overwritten or deleted by a
+// later record, is not part of the state Load restores, so it is not held
+// to the file's rules (issue 22, item 3: Load failed with "1 of 2 entries
+// cannot be read" for a journal whose last record fixed the entry). The
+// same holds for an entry of the file itself that the journal replaced.
+func TestValidateOnlyWhatTheJournalReplaysTo(t *testing.T) {
+	ctx := context.Background()
+	cases := map[string]func(c commitFunc){
+		"overwritten": func(c commitFunc) {
+			c(checkpoint.Change[string, int]{Key: "k", Value: -666})
+			c(checkpoint.Change[string, int]{Key: "k", Value: 1})
+		},
+		"deleted": func(c commitFunc) {
+			c(checkpoint.Change[string, int]{Key: "k", Value: -666})
+			c(checkpoint.Change[string, int]{Key: "k", Delete: true})
+		},
+		"overwritten in the same record": func(c commitFunc) {
+			c(checkpoint.Change[string, int]{Key: "k", Value: -666}, checkpoint.Change[string, int]{Key: "k", Value: 1})
+		},
+	}
+	for name, write := range cases {
+		t.Run(name, func(t *testing.T) {
+			for backend, open := range journalBackends(t) {
+				w := open()
+				require.NoError(t, w.Save(ctx, checkpoint.Snapshot[string, int]{Entries: map[string]int{"a": 1}}))
+				write(func(chs ...checkpoint.Change[string, int]) {
+					require.NoError(t, w.Commit(ctx, checkpoint.Meta{}, chs))
+				})
+				want, err := w.Load(ctx)
+				require.NoError(t, err, backend)
+				require.NoError(t, w.Close())
+				r := open(checkpoint.WithValidate(positive))
+				got, err := r.Load(ctx)
+				require.NoError(t, err, "%s: the rejected value was superseded", backend)
+				assert.Equal(t, want.Entries, got.Entries, backend)
+				require.NoError(t, r.Close())
+			}
+		})
+	}
+	t.Run("the last record still holds a rejected value", func(t *testing.T) {
+		for backend, open := range journalBackends(t) {
+			w := open()
+			require.NoError(t, w.Save(ctx, checkpoint.Snapshot[string, int]{Entries: map[string]int{"a": 1}}))
+			require.NoError(t, w.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[string, int]{{Key: "k", Value: 1}}))
+			require.NoError(t, w.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[string, int]{{Key: "k", Value: -666}}))
+			require.NoError(t, w.Close())
+			r := open(checkpoint.WithValidate(positive))
+			_, err := r.Load(ctx)
+			var bad *checkpoint.BadEntriesError
+			require.ErrorAs(t, err, &bad, backend)
+			assert.Equal(t, 2, bad.Total, "%s: a and k", backend)
+			require.Len(t, bad.Entries, 1, backend)
+			assert.Equal(t, `"k"`, bad.Entries[0].Key, backend)
+			require.NoError(t, r.Close())
+		}
+	})
+	t.Run("an entry of the file the journal replaced", func(t *testing.T) {
+		for backend, open := range journalBackends(t) {
+			w := open()
+			require.NoError(t, w.Save(ctx, checkpoint.Snapshot[string, int]{Entries: map[string]int{"a": 1, "k": -666}}))
+			require.NoError(t, w.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[string, int]{{Key: "k", Value: 2}}))
+			require.NoError(t, w.Close())
+			r := open(checkpoint.WithValidate(positive))
+			got, err := r.Load(ctx)
+			require.NoError(t, err, backend)
+			assert.Equal(t, map[string]int{"a": 1, "k": 2}, got.Entries, backend)
+			require.NoError(t, r.Close())
+		}
+	})
+}
+
+type commitFunc func(chs ...checkpoint.Change[string, int])
+
+// journalCheckpoint is a File or a Memory opened WithJournal.
+type journalCheckpoint interface {
+	Load(ctx context.Context) (checkpoint.Snapshot[string, int], error)
+	Save(ctx context.Context, s checkpoint.Snapshot[string, int]) error
+	Commit(ctx context.Context, m checkpoint.Meta, changes []checkpoint.Change[string, int]) error
+	Close() error
+}
+
+// journalBackends opens one file on disk and one in memory, each time
+// with WithJournal and the options given, as successive processes would.
+func journalBackends(t *testing.T) map[string]func(opts ...checkpoint.Option) journalCheckpoint {
+	path := filepath.Join(t.TempDir(), "state.json")
+	mem := checkpoint.NewMemory[string, int]()
+	return map[string]func(opts ...checkpoint.Option) journalCheckpoint{
+		"file": func(opts ...checkpoint.Option) journalCheckpoint {
+			f, err := checkpoint.Open[string, int](context.Background(), path, append(opts, checkpoint.WithJournal())...)
+			require.NoError(t, err)
+			return f
+		},
+		"memory": func(opts ...checkpoint.Option) journalCheckpoint {
+			m, err := mem.Reopen(append(opts, checkpoint.WithJournal())...)
+			require.NoError(t, err)
+			return m
+		},
+	}
+}

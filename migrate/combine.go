@@ -1,10 +1,14 @@
 package migrate
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+)
 
 // The third step of Restore builds the state to serve on the chosen basis,
-// entry by entry: what to do with an entry both sides hold, one only the
-// checkpoint holds and one only legacy holds.
+// entry by entry (rules 18 to 21 of the package documentation): what to do
+// with an entry both sides hold, one only the checkpoint holds and one only
+// legacy holds.
 
 // built is the state restore serves and how it came about.
 type built[K comparable, V any] struct {
@@ -34,73 +38,125 @@ func fromOneSide[K comparable, V any](entries map[K]V, o Origin) built[K, V] {
 	return built[K, V]{vals: entries, def: o}
 }
 
-// pick decides an entry both sides hold: the checkpoint's record (kc, vc)
-// or legacy's (kl, vl). It returns the key and value to serve, whether they
-// are the checkpoint's, and whether the values diverged.
-//
-// When the values agree (Config.Equal), an observing legacy loses to the
-// checkpoint's richer key and value (CRI records no network or interface
-// name), while a legacy the Store writes holds whole values and the keys an
-// old binary wrote, so its key wins. When they diverge, Config.Merge picks
-// the value, and the key comes with it: the checkpoint's if the merged
-// value is the checkpoint's, legacy's otherwise.
-func (s *Store[K, V]) pick(kc K, vc V, kl K, vl V) (K, V, bool, bool) {
-	if s.equal(vc, vl) {
-		if s.explicit != nil && kl != kc {
-			return kl, vl, false, false
+// build makes the state to serve on basis b and fills in the report.
+func (s *Store[K, V]) build(b basis, in *sides[K, V], r *Report[K]) built[K, V] {
+	var out built[K, V]
+	switch b {
+	case basisLegacy:
+		out = fromOneSide(in.lg.entries, OriginLegacy)
+		if s.cfg.Verify && in.ck.usable {
+			s.shadow(r, ReadCheckpoint, out.vals, in.ck.entries)
 		}
-		return kc, vc, true, false
+	case basisHeal, basisCheckpoint:
+		out = fromOneSide(in.ck.entries, OriginCheckpoint)
+		if s.cfg.Phase == PhaseContract && in.lg.read && !s.cfg.VolatileLegacy {
+			// Phase 3 serves what a legacy still configured holds and the
+			// checkpoint lacks, and cross-checks the rest.
+			s.backfillContract(&out, in, r)
+			s.shadow(r, ReadLegacy, out.vals, in.lg.entries)
+		}
+	default:
+		// combine adopts and changes the maps it is given; the sides stay
+		// what was read, for repair to compare what is served with (rule
+		// 23), and phase 0's mark-save to keep the checkpoint's own
+		// entries (rule 26).
+		ck, lg := in.ck, in.lg
+		ck.entries, lg.entries = maps.Clone(ck.entries), maps.Clone(lg.entries)
+		out = s.combine(b, &ck, &lg, r)
 	}
-	v := s.merge(kc, vc, vl)
-	if s.equal(v, vc) {
-		return kc, v, true, true
+	if in.lg.err != nil {
+		r.Errors = append(r.Errors, in.lg.err)
 	}
-	return kl, v, false, true
+	s.count(&out, r)
+	r.ReadFrom = readFrom(b, in, &out)
+	if b == basisLegacyDecides && s.cfg.Phase == PhaseExpand && in.ck.usable && r.Stale == "" && out.changed {
+		r.Stale = fmt.Sprintf("it differs from legacy (%s dropped, %s with other values, %s only in legacy): a phase-0 run or a crash since seq %d",
+			entries(len(r.Dropped)), entries(len(r.Diverged)), entries(out.onlyLegacy), in.ck.meta.Seq)
+	}
+	return out
 }
 
-// onlyCheckpoint is what becomes of an entry only the checkpoint holds.
-type onlyCheckpoint int
-
-const (
-	keepQuietly onlyCheckpoint = iota // served, not reported
-	keepOrphan                        // served, reported in Orphaned
-	dropIt                            // not served, reported in Dropped
-	pruneIt                           // not served, reported in Pruned
-	skipIt                            // not served: its winning record could not be read
-)
-
-// checkpointOnly decides an entry only the checkpoint holds.
-func (s *Store[K, V]) checkpointOnly(b basis, lg *legacyView[K, V]) onlyCheckpoint {
-	switch {
-	// A volatile legacy is empty after a restart: its silence proves
-	// nothing.
-	case b == basisVolatile:
-		return keepQuietly
-	// Nothing is dropped on the evidence of a partial listing: the entry
-	// may be one legacy could not read. Where legacy's record would win (a
-	// legacy the Store writes), the checkpoint's may be stale: it is not
-	// served, and legacy, where the entry lives, stays the authority (the
-	// checkpoint is marked behind it). Where the checkpoint's record would
-	// win (a legacy that observes), it is kept.
-	case !lg.complete && s.explicit != nil:
-		return skipIt
-	case !lg.complete:
-		return keepOrphan
-	// Phase 1 (and phase 2 over a checkpoint behind legacy) takes legacy's
-	// word on which entries exist.
-	case b == basisLegacyDecides:
-		return dropIt
-	// A legacy the Store writes holds every acknowledged write: an entry
-	// only the checkpoint has was deleted by an old binary, or is a phase-2
-	// write that crashed before reaching legacy and was never acknowledged.
-	case s.explicit != nil:
-		return dropIt
-	// An observing legacy (CRI) can miss a live entry: keep it, unless the
-	// user chose to prune.
-	case s.cfg.PruneOrphans:
-		return pruneIt
+// readFrom says which sides restore built the served state from (see
+// Report.ReadFrom).
+func readFrom[K comparable, V any](b basis, in *sides[K, V], out *built[K, V]) Sides {
+	ck, lg := in.ck.usable, len(in.lg.entries) > 0
+	switch b {
+	case basisLegacy:
+		return ReadLegacy
+	case basisReconcile:
+		return ReadCheckpointAndLegacy
+	case basisLegacyDecides:
+		lg = true
+	case basisHeal, basisCheckpoint:
+		lg = out.onlyLegacy > 0 // phase 3's backfill
 	}
-	return keepOrphan
+	switch {
+	case ck && lg:
+		return ReadCheckpointAndLegacy
+	case ck:
+		return ReadCheckpoint
+	case lg:
+		return ReadLegacy
+	}
+	return ReadNothing
+}
+
+// count sets the report's counts of what is served: by the record served,
+// the checkpoint's or legacy's (a backfill included).
+func (s *Store[K, V]) count(out *built[K, V], r *Report[K]) {
+	r.Restored = len(out.vals)
+	fromCkpt := 0
+	if out.def == OriginCheckpoint {
+		fromCkpt = r.Restored
+	}
+	for k, o := range out.origin {
+		if _, ok := out.vals[k]; !ok || o == out.def {
+			continue
+		}
+		switch {
+		case o == OriginCheckpoint:
+			fromCkpt++
+		case out.def == OriginCheckpoint:
+			fromCkpt--
+		}
+	}
+	r.FromCheckpoint, r.FromLegacy = fromCkpt, r.Restored-fromCkpt
+}
+
+// entries says "1 entry" or "n entries".
+func entries(n int) string {
+	if n == 1 {
+		return "1 entry"
+	}
+	return fmt.Sprintf("%d entries", n)
+}
+
+// backfillContract is rule 17's second half: it serves, in phase 3, what a
+// legacy still configured holds and the checkpoint lacks: it is in use (an
+// implicit legacy is never stale: the runtime still has the sandbox; an
+// explicit one holds every write acknowledged until phase 3 ran), so
+// handing it out as free would hand it out twice. Not for a volatile
+// legacy, which holds nothing after a restart, nor for an explicit legacy
+// that may hold what phase 3 deleted or what died with a reboot
+// (explicitMayBeBehind).
+func (s *Store[K, V]) backfillContract(out *built[K, V], in *sides[K, V], r *Report[K]) {
+	if s.explicit != nil && explicitMayBeBehind(in) {
+		return
+	}
+	idx := s.index(out.vals)
+	var add []K
+	for kl := range in.lg.entries {
+		if _, ok := find(idx, out.vals, s.id(kl)); !ok {
+			add = append(add, kl)
+		}
+	}
+	for _, kl := range add {
+		out.vals[kl] = in.lg.entries[kl]
+		out.setOrigin(kl, OriginBackfill)
+		r.Backfilled = append(r.Backfilled, kl)
+	}
+	out.onlyLegacy += len(add)
+	out.changed = out.changed || len(add) > 0
 }
 
 // combine builds the state from both sides on basis b (basisLegacyDecides,
@@ -121,7 +177,7 @@ func (s *Store[K, V]) combine(b basis, ck *ckptView[K, V], lg *legacyView[K, V],
 			continue
 		}
 		matched[kl] = struct{}{}
-		k, v, ours, diverged := s.pick(kc, vc, kl, lg.entries[kl])
+		k, v, ours, diverged := s.pick(kc, vc, kl, lg.entries[kl], ck.behind)
 		if diverged {
 			r.Diverged = append(r.Diverged, k)
 		}
@@ -155,10 +211,10 @@ func (s *Store[K, V]) combine(b basis, ck *ckptView[K, V], lg *legacyView[K, V],
 
 // legacyDecides builds the state from legacy's entries, each with the
 // checkpoint's record where pick prefers it. Entries only the checkpoint
-// has are dropped, or, when the listing was partial, kept (a legacy that
-// observes) or not served (a legacy the Store writes; see checkpointOnly).
-// Entries only legacy
-// has are reported as backfilled outside phase 1, whose basis is legacy.
+// has are dropped, or, when the listing was partial, kept (an implicit
+// legacy) or not served (an explicit one; see checkpointOnly). Entries only
+// legacy has are reported as backfilled outside phase 1, whose basis is
+// legacy (rule 20).
 func (s *Store[K, V]) legacyDecides(ck *ckptView[K, V], lg *legacyView[K, V], r *Report[K]) built[K, V] {
 	onlyLegacy := OriginBackfill
 	if s.cfg.Phase == PhaseExpand {
@@ -180,7 +236,7 @@ func (s *Store[K, V]) legacyDecides(ck *ckptView[K, V], lg *legacyView[K, V], r 
 			continue
 		}
 		matched++
-		k, v, ours, diverged := s.pick(kc, vc, kl, lg.entries[kl])
+		k, v, ours, diverged := s.pick(kc, vc, kl, lg.entries[kl], ck.behind)
 		if diverged {
 			r.Diverged = append(r.Diverged, k)
 		}
@@ -217,6 +273,82 @@ func (s *Store[K, V]) legacyDecides(ck *ckptView[K, V], lg *legacyView[K, V], r 
 	return out
 }
 
+// pick decides an entry both sides hold (rules 18 and 19): the checkpoint's record (kc, vc)
+// or legacy's (kl, vl). It returns the key and value to serve, whether they
+// are the checkpoint's, and whether the values diverged.
+//
+// When the values agree (Config.Equal), an implicit legacy loses to the
+// checkpoint's richer key and value (CRI records no network or interface
+// name), while an explicit legacy holds whole values and the keys an
+// old binary wrote, so its key wins. When they diverge, Config.Merge picks
+// the value, and the key comes with it: the checkpoint's if the merged
+// value is the checkpoint's, legacy's otherwise. Over a checkpoint marked
+// behind legacy (behind), legacy's record wins whatever Merge says: what the
+// checkpoint holds differently is older than what a run that wrote legacy
+// only acknowledged since.
+func (s *Store[K, V]) pick(kc K, vc V, kl K, vl V, behind bool) (K, V, bool, bool) {
+	if s.equal(vc, vl) {
+		if s.explicit != nil && kl != kc {
+			return kl, vl, false, false
+		}
+		return kc, vc, true, false
+	}
+	if behind {
+		return kl, vl, false, true
+	}
+	v := s.merge(kc, vc, vl)
+	if s.equal(v, vc) {
+		return kc, v, true, true
+	}
+	return kl, v, false, true
+}
+
+// onlyCheckpoint is what becomes of an entry only the checkpoint holds.
+type onlyCheckpoint int
+
+const (
+	keepQuietly onlyCheckpoint = iota // served, not reported
+	keepOrphan                        // served, reported in Orphaned
+	dropIt                            // not served, reported in Dropped
+	pruneIt                           // not served, reported in Pruned
+	skipIt                            // not served: its winning record could not be read
+)
+
+// checkpointOnly decides an entry only the checkpoint holds (rule 21).
+func (s *Store[K, V]) checkpointOnly(b basis, lg *legacyView[K, V]) onlyCheckpoint {
+	switch {
+	// A volatile legacy is empty after a restart: its silence proves
+	// nothing.
+	case b == basisVolatile:
+		return keepQuietly
+	// Nothing is dropped on the evidence of a partial listing: the entry
+	// may be one legacy could not read. Where legacy's record would win (an
+	// explicit legacy), the checkpoint's may be stale: it is not
+	// served, and legacy, where the entry lives, stays the authority (the
+	// checkpoint is marked behind it). Where the checkpoint's record would
+	// win (an implicit legacy, whose record of a live entry would lose on
+	// what it cannot see), it is kept.
+	case !lg.complete && s.explicit != nil:
+		return skipIt
+	case !lg.complete:
+		return keepOrphan
+	// Phase 1 (and phase 2 over a checkpoint behind legacy) takes legacy's
+	// word on which entries exist.
+	case b == basisLegacyDecides:
+		return dropIt
+	// An explicit legacy holds every acknowledged write: an entry
+	// only the checkpoint has was deleted by an old binary, or is a phase-2
+	// write that crashed before reaching legacy and was never acknowledged.
+	case s.explicit != nil:
+		return dropIt
+	// An implicit legacy (CRI) can miss a live entry: keep it, unless the
+	// user chose to prune.
+	case s.cfg.PruneOrphans:
+		return pruneIt
+	}
+	return keepOrphan
+}
+
 // applyOnlyCheckpoint carries out what checkpointOnly decided for kc, and
 // reports whether the served state now differs from the checkpoint.
 func (s *Store[K, V]) applyOnlyCheckpoint(out *built[K, V], kc K, what onlyCheckpoint, r *Report[K]) bool {
@@ -235,6 +367,31 @@ func (s *Store[K, V]) applyOnlyCheckpoint(out *built[K, V], kc K, what onlyCheck
 	}
 	out.setOrigin(kc, OriginCheckpoint)
 	return false
+}
+
+// shadow compares the served entries with a side read only to compare, and
+// records the differences in r.
+func (s *Store[K, V]) shadow(r *Report[K], side Sides, served, other map[K]V) {
+	sh := &Shadow[K]{Side: side}
+	oidx := s.index(other)
+	matched := make(map[K]struct{}, len(other))
+	for k, v := range served {
+		okey, ok := find(oidx, other, s.id(k))
+		if !ok {
+			sh.OnlyServed = append(sh.OnlyServed, k)
+			continue
+		}
+		matched[okey] = struct{}{}
+		if !s.equal(v, other[okey]) {
+			sh.Diverged = append(sh.Diverged, k)
+		}
+	}
+	for k := range other {
+		if _, ok := matched[k]; !ok {
+			sh.OnlyShadow = append(sh.OnlyShadow, k)
+		}
+	}
+	r.Shadow = sh
 }
 
 // index maps identity to key for m, or returns nil when Match is nil and
@@ -261,46 +418,21 @@ func find[K comparable, V any](idx map[K]K, m map[K]V, id K) (K, bool) {
 	return id, ok
 }
 
-// dedupe removes from m every key whose identity an earlier key already
-// has, and reports it: Match says they are one entry, so only one can be
-// served.
-func (s *Store[K, V]) dedupe(m map[K]V, side string, r *Report[K]) {
-	if s.match == nil || len(m) == 0 {
-		return
+// explicitMayBeBehind reports whether an explicit legacy may hold, in
+// phase 3, what is no longer in use (rule 17): the checkpoint says phase 3
+// wrote it (phase 3 does not write legacy, so legacy still holds what it
+// deleted), its header cannot be read to say which phase did, or it is
+// from an earlier boot (rule 3: its state, and legacy's of then, died with
+// the reboot). A file whose entries cannot all be read but whose header
+// says phase 1 or 2 wrote it can say: legacy then holds every acknowledged
+// write. With no file at all nothing says otherwise.
+func explicitMayBeBehind[K comparable, V any](in *sides[K, V]) bool {
+	m := in.ck.meta
+	switch {
+	case in.ck.bootOld:
+		return true
+	case in.ck.aside != nil && m.Phase == "":
+		return true
 	}
-	idx := make(map[K]K, len(m))
-	for k := range m {
-		id := s.match(k)
-		if other, dup := idx[id]; dup {
-			r.Errors = append(r.Errors, fmt.Errorf("%s: keys %v and %v match the same entry; keeping %v", side, other, k, other))
-			delete(m, k)
-			continue
-		}
-		idx[id] = k
-	}
-}
-
-// shadow compares the served entries with a side read only to compare, and
-// records the differences in r.
-func (s *Store[K, V]) shadow(r *Report[K], side Sides, served, other map[K]V) {
-	sh := &Shadow[K]{Side: side}
-	oidx := s.index(other)
-	matched := make(map[K]struct{}, len(other))
-	for k, v := range served {
-		okey, ok := find(oidx, other, s.id(k))
-		if !ok {
-			sh.OnlyServed = append(sh.OnlyServed, k)
-			continue
-		}
-		matched[okey] = struct{}{}
-		if !s.equal(v, other[okey]) {
-			sh.Diverged = append(sh.Diverged, k)
-		}
-	}
-	for k := range other {
-		if _, ok := matched[k]; !ok {
-			sh.OnlyShadow = append(sh.OnlyShadow, k)
-		}
-	}
-	r.Shadow = sh
+	return in.ck.exists && m.Phase == PhaseContract.String()
 }

@@ -55,14 +55,14 @@ func (ov *overlay[K, V]) lookup(id K) (K, V, bool) {
 }
 
 // resolve turns ops into plans against the overlay. A Delete of an absent
-// entry stays only where it reaches a legacy the Store writes.
+// entry stays only where it reaches an explicit legacy.
 func (s *Store[K, V]) resolve(ov *overlay[K, V], ops []op[K, V]) []plan[K, V] {
 	plans := make([]plan[K, V], 0, len(ops))
 	for _, o := range ops {
 		p := plan[K, V]{op: o}
 		p.oldKey, p.oldVal, p.existed = ov.lookup(o.id)
 		if o.del && !p.existed {
-			// Nothing in memory, but a legacy the Store writes may still
+			// Nothing in memory, but an explicit legacy may still
 			// hold the key (an entry a partial listing could not read, a
 			// write whose undo failed): a Delete reaches it there.
 			if !s.writesLegacy() {
@@ -166,6 +166,10 @@ func (s *Store[K, V]) stage(ctx context.Context, ov *overlay[K, V], r *request[K
 	}
 	plans := s.resolve(ov, ops)
 	if len(plans) == 0 {
+		return nil
+	}
+	if err := s.stillAstray(plans); err != nil {
+		r.err = err
 		return nil
 	}
 	if s.writesCheckpoint() {

@@ -12,133 +12,134 @@ import (
 )
 
 // Checkpoint is the checkpoint side of a Store: what checkpoint.File and
-// checkpoint.Memory provide. A Store uses these optional capabilities,
-// which package checkpoint defines, when the value has them (File and
-// Memory have all five):
+// checkpoint.Memory provide.
 //
-//   - checkpoint.Committer saves only what a write changed, instead of
-//     building a whole Snapshot per write;
-//   - checkpoint.BootIDer gives the current boot and, when it is not
-//     empty, turns the boot epoch on: a checkpoint written in another boot
-//     is stale and discarded (its state died with the reboot), one that
-//     records no boot is kept. File and Memory give one when opened with
-//     checkpoint.WithBootID;
-//   - checkpoint.Sizer gives Stats.CheckpointBytes;
-//   - checkpoint.JournalReporter tells Restore of a torn journal record
-//     that Load discarded (checkpoint.WithJournal), which it reports in
-//     Report.Errors;
-//   - io.Closer is called by Store.Close.
+// BootID and Journal are what two of Restore's safety checks read, so they
+// are part of the interface rather than optional: a wrapper around a File
+// (for metrics, a fake) that did not forward them would silently turn the
+// checks off, so it does not compile instead.
 //
-// A wrapper around a File (a fake, an instrumented checkpoint) that does
-// not forward a capability loses it: assert the ones it must keep, as
-// var _ checkpoint.Committer[K, V] = (*myCheckpoint)(nil).
+//   - BootID gives the boot the checkpoint runs in (checkpoint.WithBootID);
+//     when it is not empty the boot epoch is on: a checkpoint written in
+//     another boot is stale and discarded (its state died with the reboot),
+//     one that records no boot is kept. "" turns the epoch off, for state
+//     that survives a reboot.
+//   - Journal tells Restore of a torn journal record that Load discarded
+//     (checkpoint.WithJournal), which it reports in Report.Errors; a
+//     checkpoint without a journal returns the zero JournalStatus.
+//
+// A Store also uses these optional capabilities, which package checkpoint
+// defines, when the value has them (File and Memory have all three):
+// checkpoint.Committer saves only what a write changed, instead of building
+// a whole Snapshot per write; checkpoint.Sizer gives Stats.CheckpointBytes;
+// io.Closer is called by Store.Close (for a File, it releases the lock). A
+// wrapper that does not forward one loses only what it gives; assert the
+// ones it must keep, as var _ checkpoint.Committer[K, V] = (*myCheckpoint)(nil).
 type Checkpoint[K comparable, V any] interface {
 	Load(ctx context.Context) (checkpoint.Snapshot[K, V], error)
 	Save(ctx context.Context, s checkpoint.Snapshot[K, V]) error
 	Quarantine(ctx context.Context) (string, error)
+	BootID() string
+	Journal() checkpoint.JournalStatus
 }
 
 // Config configures a Store. Its zero values are the defaults, except that
-// Legacy and Checkpoint are required where the phase uses them.
+// Legacy and Checkpoint are required where the phase uses them. The rules
+// the fields take part in are numbered in the package documentation
+// ("Restore rules"); a field's doc says what it is for and why its default
+// is what it is, and points to the rules rather than restating them.
 type Config[K comparable, V any] struct {
-	// Phase decides where Restore reads from and where writes go.
+	// Phase decides where Restore reads from and where writes go (the
+	// table is on Phase).
 	Phase Phase
 
 	// Legacy is what the previous version trusted. Required in phases 0
-	// to 2; in phase 3 it is optional and, when set, Restore cross-checks
-	// the checkpoint against it and reports differences. If it also
-	// implements source.Writer, the Store writes it in phases 0 to 2.
+	// to 2; in phase 3 it is optional, and when set phase 3 serves what it
+	// holds that the checkpoint lacks and compares the rest (rule 17). An
+	// explicit legacy (one that also implements source.Writer) is written
+	// in phases 0 to 2; an implicit one never is.
 	Legacy source.Reader[K, V]
 
 	// Checkpoint is the new source of truth, usually a checkpoint.File.
 	// Required in phases 1 to 3. In phase 0 it is optional: when set,
-	// Restore marks the file as superseded by a phase-0 run, so that a
-	// later phase 3 refuses it instead of serving stale state, and it
-	// restores from it when it says legacy is stale.
+	// phase 0 marks the file behind legacy (rule 26), so that a later
+	// phase 3 refuses it instead of serving stale state, and restores from
+	// it when it says legacy is stale (rule 9).
 	Checkpoint Checkpoint[K, V]
 
 	// Match maps a key to what identifies its entry across sources: keys
 	// equal after Match are one entry. Get, Delete and Restore use it, so a
 	// key learned from legacy with placeholder fields is found with the
-	// real key (IPAM: match on the container ID only). Two keys that name
-	// different entries must not match. Nil means keys are compared as
-	// they are.
+	// real key (IPAM: match on the container ID only; rule 22 for two keys
+	// of one entry). Two keys that name different entries must not match.
+	// Nil means keys are compared as they are.
 	Match func(K) K
 
 	// Merge chooses the value of an entry both sides hold with values that
-	// Equal calls different, in phases 1 and 2 alike; the key comes with
-	// the value chosen. Nil means the default for the kind of legacy:
-	//
-	//   - PreferLegacy for a legacy the Store writes (a source.Writer):
-	//     what it holds that the checkpoint holds differently was written by
-	//     an old binary since, or is the trace of a phase-2 write that
-	//     crashed between the two sides and so was never acknowledged;
-	//   - PreferCheckpoint for a legacy that only observes (CRI), which
-	//     records less than the checkpoint (no interface name, no gateway).
-	//     If such a legacy can see a value change behind the checkpoint's
-	//     back (an old binary that changes values), use PreferLegacy.
-	//
-	// An entry whose values agree is served with the checkpoint's key and
-	// value for an observing legacy, and with legacy's key for one the
-	// Store writes.
+	// Equal calls different (rule 19); the key comes with the value chosen.
+	// Nil means PreferLegacy, for both kinds of legacy, because what legacy
+	// records differently is newer (a write an old binary or a phase-0 run
+	// acknowledged since: an explicit legacy holds it, an implicit one sees
+	// it) or the trace of a write a crash cut short, which may go either
+	// way; and because the checkpoint, rewritten with legacy's record,
+	// then agrees with legacy at the next restore. A Merge that prefers the
+	// checkpoint keeps its richer record, lets an old binary's change lose,
+	// and, for an implicit legacy, which cannot be written back in line,
+	// reports the entry diverged at every restore until its next write.
 	Merge func(key K, fromCheckpoint, fromLegacy V) V
 
-	// Equal tells whether two values are the same, to report divergence.
-	// For an observing legacy, compare what legacy records (CRI: the IP),
-	// so that its poorer view of an entry agrees with the checkpoint's.
-	// Nil means reflect.DeepEqual.
+	// Equal tells whether two values are the same (rules 18 and 19).
+	// Required for an implicit legacy, which records less than the
+	// checkpoint: compare what legacy records (CRI: the IP), so that its
+	// poorer view of an entry agrees with the checkpoint's; New refuses one
+	// without it (reflect.DeepEqual would call every entry diverged, and
+	// let the poorer record win). Nil, for an explicit legacy, which holds
+	// whole values, means reflect.DeepEqual.
 	Equal func(a, b V) bool
 
-	// Strict makes Restore fail on anything it cannot read, in every
-	// phase, before it changes anything: a corrupt or newer checkpoint, an
-	// entry that does not decode, a legacy listing that fails or is
-	// partial. By default Restore moves an unreadable checkpoint aside
-	// (Report.Quarantined), skips what it cannot read, reports it in
-	// Report.Errors and goes on; it never needs a second call.
-	//
-	// Either way Restore refuses where going on would serve state it knows
-	// to be stale or would destroy the only copy: ErrStale (phase 3 on a
-	// checkpoint behind legacy), ErrUnsafeRestore (legacy is stale and
-	// cannot be read or healed in full, or the checkpoint that says so
-	// cannot be read in full), checkpoint.ErrNewerSchema where the
-	// checkpoint is the only copy (phase 3, or VolatileLegacy), and a side
-	// the phase must serve from that cannot be read at all (legacy in
-	// phases 0 and 1, a checkpoint read failing with an I/O error).
+	// Strict makes Restore fail, before it changes anything, on anything it
+	// cannot read, in every phase (rule 2). By default Restore moves an
+	// unreadable checkpoint aside where another copy of the state is
+	// current (rule 5), skips what it cannot read, reports it in
+	// Report.Errors and goes on in one call; it refuses only where going
+	// on would serve stale state or lose the only copy (rules 4, 5, 6, 9
+	// and 10).
 	Strict bool
 
-	// PruneOrphans drops, in phase 2 and for a legacy that only observes,
-	// entries the checkpoint has and a complete legacy listing lacks,
-	// instead of keeping them (Report.Pruned instead of Report.Orphaned).
-	// Keeping may leak an entry (an IP nobody uses); dropping may hand it
-	// out twice if legacy missed it. Keep is the default. A legacy the
-	// Store writes needs no pruning: what only the checkpoint has is
-	// dropped (Report.Dropped), because that legacy holds every
-	// acknowledged write. Nothing is ever dropped on the evidence of a
-	// partial listing.
+	// DiscardUnreadableCheckpoint lets Restore serve less than the only
+	// copy of the state: where the checkpoint is that copy and cannot be
+	// read in full, Restore moves it aside and serves what it could read,
+	// and the entries it could not read are lost to the daemon until
+	// someone puts the file back (rule 4). By default Restore fails and
+	// leaves every file as it was, for an operator to repair (phaseshift
+	// restore-prev) or to roll forward to. Strict takes precedence.
+	DiscardUnreadableCheckpoint bool
+
+	// PruneOrphans drops, in phase 2 and for an implicit legacy, entries
+	// the checkpoint has and a complete listing lacks, instead of keeping
+	// them as orphans (rule 21). Keeping may leak an entry (an IP nobody
+	// uses); dropping may hand it out twice if legacy missed it, so keep is
+	// the default. An explicit legacy needs no pruning, and nothing is ever
+	// dropped on the evidence of a partial listing.
 	PruneOrphans bool
 
 	// VolatileLegacy says legacy does not survive a restart (a registry
-	// kept in memory): after one it is empty, so Restore never takes its
-	// emptiness as evidence. Phases 1 and 2 serve the checkpoint (with
-	// whatever legacy holds) and, for a legacy the Store writes, refill it
-	// with what is served (Report.LegacyWrites); nothing is reported as
-	// orphaned. Phase 3 serves the checkpoint and does not compare it with
-	// legacy. Phase 0 with a Checkpoint does as phases 1 and 2 at restore,
-	// then writes legacy only, as the old binary did: its state dies with
-	// it, so the next start lets legacy (empty) decide which entries exist
-	// (Report.Stale).
+	// kept in memory): its emptiness after one is never evidence, and the
+	// checkpoint is then the only copy of the state (rules 4 and 11). It
+	// describes the world, as Match and Equal do; no default could guess it.
 	VolatileLegacy bool
 
 	// ShortLived says the Store lives for one invocation: an exec'd CNI
 	// plugin restores before every write and exits after it. Such a process
-	// can only trust a legacy whose writes the next process sees: one the
-	// Store writes (host-local's files, a registry on disk). A legacy that
-	// observes lags (CRI lists a sandbox only after the ADD that created it
-	// returned), so in the phases that take its word on which entries
-	// exist, every process would hand out again what the previous one just
-	// acknowledged; New refuses that (ErrInvalidConfig), and a
-	// VolatileLegacy in phase 0, which would start empty at every exec.
-	// Run a daemon that restores once instead, or use phase 3.
+	// can only trust a legacy whose writes the next process sees: an
+	// explicit one (host-local's files, a registry on disk). An implicit
+	// legacy that is not volatile lags (CRI lists a sandbox only after the
+	// ADD that created it returned), so in the phases that take its word on
+	// which entries exist (0 to 2), every process would hand out again what
+	// the previous one just acknowledged: New refuses that
+	// (ErrInvalidConfig), and a VolatileLegacy in phase 0, which would
+	// start empty at every exec. Run a daemon that restores once instead,
+	// or use phase 3.
 	ShortLived bool
 
 	// Verify makes phase 0 read the checkpoint too and report how it
@@ -155,10 +156,10 @@ type Config[K comparable, V any] struct {
 	Logger *zap.Logger
 }
 
-// PreferCheckpoint is the default Merge: the checkpoint's value wins.
+// PreferCheckpoint is a Merge under which the checkpoint's value wins.
 func PreferCheckpoint[K comparable, V any](_ K, fromCheckpoint, _ V) V { return fromCheckpoint }
 
-// PreferLegacy is a Merge under which legacy's value wins.
+// PreferLegacy is the default Merge: legacy's value wins.
 func PreferLegacy[K comparable, V any](_ K, _, fromLegacy V) V { return fromLegacy }
 
 // validate reports configuration mistakes with the fix in the message.
@@ -178,7 +179,26 @@ func (c *Config[K, V]) validate() error {
 			return fmt.Errorf("migrate: %w: phase %d (%s) needs Config.Legacy, the source the previous version restored from: only phase 3 (contract) runs without it", ErrInvalidConfig, int(c.Phase), c.Phase)
 		}
 	}
-	return c.validateShortLived()
+	if err := c.validateShortLived(); err != nil {
+		return err
+	}
+	return c.validateLegacyKind()
+}
+
+// validateLegacyKind refuses what restore could only get wrong: an implicit
+// legacy compared with the checkpoint without being told what it can see,
+// and a key type the checkpoint cannot store.
+func (c *Config[K, V]) validateLegacyKind() error {
+	if c.Checkpoint == nil {
+		return nil // nothing to compare, nothing to store (the old binary's phase 0)
+	}
+	if err := checkpoint.CheckKeyType[K](); err != nil {
+		return fmt.Errorf("migrate: %w: %w", ErrInvalidConfig, err)
+	}
+	if _, writes := c.Legacy.(source.Writer[K, V]); c.Legacy != nil && !writes && c.Equal == nil {
+		return fmt.Errorf("migrate: %w: Config.Equal is required for an implicit legacy (it is not a source.Writer, like CRI): such a legacy records less than the checkpoint (CRI: the sandbox's IP, not the interface or gateway), so the default, reflect.DeepEqual, would report every entry diverged at every restore and let its poorer records win; compare what legacy records, e.g. func(a, b Alloc) bool { return a.IP == b.IP }", ErrInvalidConfig)
+	}
+	return nil
 }
 
 // validateShortLived refuses a legacy a process that lives for one
@@ -188,7 +208,7 @@ func (c *Config[K, V]) validateShortLived() error {
 		return nil
 	}
 	if _, writes := c.Legacy.(source.Writer[K, V]); !writes && !c.VolatileLegacy {
-		return fmt.Errorf("migrate: %w: Config.ShortLived with a legacy that only observes, in phase %d (%s): every process restores from it, and its listing lags the writes the previous process acknowledged (CRI lists a sandbox after its ADD returned), so they would be handed out again; run a daemon that restores once, or use phase 3", ErrInvalidConfig, int(c.Phase), c.Phase)
+		return fmt.Errorf("migrate: %w: Config.ShortLived with an implicit legacy, in phase %d (%s): every process restores from it, and its listing lags the writes the previous process acknowledged (CRI lists a sandbox after its ADD returned), so they would be handed out again; run a daemon that restores once, or use phase 3", ErrInvalidConfig, int(c.Phase), c.Phase)
 	}
 	if c.VolatileLegacy && c.Phase == PhaseLegacy {
 		return fmt.Errorf("migrate: %w: Config.ShortLived with a VolatileLegacy in phase 0: every process would start with an empty legacy; use phase 1 or later", ErrInvalidConfig)

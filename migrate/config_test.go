@@ -48,8 +48,8 @@ func TestNewCatchesConfigurationMistakes(t *testing.T) {
 	for _, ok := range []migrate.Config[string, int]{
 		{Phase: migrate.PhaseLegacy, Legacy: legacy},
 		{Phase: migrate.PhaseContract, Checkpoint: cp},
-		{Phase: migrate.PhaseContract, Checkpoint: cp, Legacy: legacy},
-		{Phase: migrate.PhaseMigrate, Checkpoint: cp, Legacy: legacy, Match: func(k string) string { return strings.ToLower(k) }},
+		{Phase: migrate.PhaseContract, Checkpoint: cp, Legacy: legacy, Equal: sameInt},
+		{Phase: migrate.PhaseMigrate, Checkpoint: cp, Legacy: legacy, Equal: sameInt, Match: func(k string) string { return strings.ToLower(k) }},
 	} {
 		s, err := migrate.New(ok)
 		require.NoError(t, err, "phase %v", ok.Phase)
@@ -127,16 +127,16 @@ func TestShortLivedRefusesALegacyThatLags(t *testing.T) {
 	written := &source.Map[string, int]{}
 	for _, p := range []migrate.Phase{migrate.PhaseLegacy, migrate.PhaseExpand, migrate.PhaseMigrate, migrate.PhaseContract} {
 		cp := checkpoint.NewMemory[string, int]()
-		_, err := migrate.New(migrate.Config[string, int]{Phase: p, Legacy: observing, Checkpoint: cp, ShortLived: true})
+		_, err := migrate.New(migrate.Config[string, int]{Phase: p, Legacy: observing, Checkpoint: cp, ShortLived: true, Equal: sameInt})
 		if p == migrate.PhaseContract {
-			assert.NoError(t, err, "phase 3 only compares with legacy")
+			assert.NoError(t, err, "phase 3 serves the checkpoint and only adds what legacy lists")
 		} else {
 			require.ErrorIs(t, err, migrate.ErrInvalidConfig, "phase %d", p)
 			assert.Contains(t, err.Error(), "run a daemon that restores once")
 		}
 		_, err = migrate.New(migrate.Config[string, int]{Phase: p, Legacy: written, Checkpoint: cp, ShortLived: true})
 		assert.NoError(t, err, "a legacy the Store writes is fine in phase %d", p)
-		_, err = migrate.New(migrate.Config[string, int]{Phase: p, Legacy: observing, Checkpoint: cp})
+		_, err = migrate.New(migrate.Config[string, int]{Phase: p, Legacy: observing, Checkpoint: cp, Equal: sameInt})
 		assert.NoError(t, err, "without ShortLived, a daemon may observe")
 	}
 	_, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseLegacy, Legacy: written, ShortLived: true, VolatileLegacy: true})

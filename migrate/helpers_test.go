@@ -74,6 +74,9 @@ func (w *world) open(t *testing.T, cfg migrate.Config[string, int]) *migrate.Sto
 	if cfg.Legacy == nil {
 		cfg.Legacy = w.legacy()
 	}
+	if !w.explicit && cfg.Equal == nil {
+		cfg.Equal = sameInt // an observing legacy must say what it sees
+	}
 	if cfg.Checkpoint == nil && (cfg.Phase != migrate.PhaseLegacy) {
 		cfg.Checkpoint = checkpointtest.Reopen(t, w.cp)
 	}

@@ -34,7 +34,7 @@ func TestPromisePartialListingNeverPrunes(t *testing.T) {
 	require.NoError(t, cp.Save(ctx, checkpoint.Snapshot[string, int]{Meta: checkpoint.Meta{Phase: "migrate"}, Entries: map[string]int{"a": 1, "b": 2}}))
 	cri.FailListPartly(errors.New("sandbox b: status: context deadline exceeded"))
 
-	s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Legacy: cri, Checkpoint: checkpointtest.Reopen(t, cp), PruneOrphans: true})
+	s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Legacy: cri, Checkpoint: checkpointtest.Reopen(t, cp), PruneOrphans: true, Equal: sameInt})
 	require.NoError(t, err)
 	defer s.Close()
 	r, err := s.Restore(ctx)
@@ -219,7 +219,7 @@ func TestPromiseBinaryRollbackInPhase3(t *testing.T) {
 		}
 		f, err := checkpoint.Open[string, int](ctx, path, opts...)
 		require.NoError(t, err)
-		s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseContract, Legacy: cri, Checkpoint: f})
+		s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseContract, Legacy: cri, Checkpoint: f, Equal: sameInt})
 		require.NoError(t, err)
 		return s
 	}
@@ -391,7 +391,7 @@ func readFile(t *testing.T, path string) []byte {
 func TestReportAfterFailedRestore(t *testing.T) {
 	cri := &migratetest.Implicit[string, int]{}
 	cri.FailList(-1, errors.New("runtime down"))
-	s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseExpand, Legacy: cri, Checkpoint: checkpoint.NewMemory[string, int]()})
+	s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseExpand, Legacy: cri, Checkpoint: checkpoint.NewMemory[string, int](), Equal: sameInt})
 	require.NoError(t, err)
 	defer s.Close()
 	r, err := s.Restore(context.Background())

@@ -25,7 +25,8 @@ type Report[K comparable] struct {
 	Phase Phase
 	// ReadFrom is the sides restore built the served state from: legacy in
 	// phase 0; the checkpoint and legacy in phases 1 and 2; the checkpoint
-	// in phase 3 and when legacy is stale. A side is left out when it could
+	// in phase 3 (and legacy too when it backfilled, rule 17) and when
+	// legacy is stale. A side is left out when it could
 	// not be used (a checkpoint missing, moved aside or from an earlier
 	// boot) and, for a legacy that does not survive a restart
 	// (Config.VolatileLegacy, which phase 0 also reads through when it has a
@@ -40,7 +41,7 @@ type Report[K comparable] struct {
 
 	// How the two sides were reconciled, by the key served (or, for the
 	// entries not served, the key the checkpoint had).
-	Backfilled []K // only legacy had them: served (phase 2)
+	Backfilled []K // only legacy had them: served (phase 2; phase 3, rule 17; rule 11; not phase 1, where legacy is the basis)
 	Dropped    []K // only the checkpoint had them: not served, because legacy decides which entries exist
 	Orphaned   []K // only the checkpoint had them: served, because legacy could have missed them
 	Pruned     []K // only the checkpoint had them: not served (Config.PruneOrphans)
@@ -51,9 +52,15 @@ type Report[K comparable] struct {
 	// nil when none was.
 	Shadow *Shadow[K]
 
-	Stale        string // why the checkpoint was not trusted as it is; "" if it was
+	Stale string // why the checkpoint was not trusted as it was found; "" if it was
+	// Behind is why the checkpoint, as this restore left it, may lack what
+	// legacy holds ("" when it does not): this phase-0 run, or a listing
+	// that was not complete. Phase 3 refuses such a checkpoint until a run
+	// that reads legacy in full clears it; Stale says what restore found,
+	// Behind what it left.
+	Behind       string
 	LegacyStale  string // why legacy was not trusted; "" if it was
-	LegacyWrites int    // writes restore made to bring a legacy the Store writes in line with what is served
+	LegacyWrites int    // writes restore made to bring an explicit legacy in line with what is served
 	Quarantined  string // where an unreadable checkpoint was moved; "" if none
 
 	CheckpointRewritten bool // the checkpoint was saved before Restore returned
@@ -117,6 +124,7 @@ func (r Report[K]) items() []reportItem[K] {
 	return append(it,
 		reportItem[K]{name: "checkpointRewritten", say: "checkpoint rewritten", flag: r.CheckpointRewritten},
 		reportItem[K]{name: "stale", say: "stale checkpoint", text: r.Stale},
+		reportItem[K]{name: "behind", say: "left behind legacy", text: r.Behind},
 		reportItem[K]{name: "legacyStale", say: "stale legacy", text: r.LegacyStale},
 		reportItem[K]{name: "legacyWrites", say: "legacy writes", n: r.LegacyWrites},
 		reportItem[K]{name: "quarantined", say: "quarantined to", text: r.Quarantined},

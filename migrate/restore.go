@@ -2,13 +2,9 @@ package migrate
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"maps"
 
 	"go.uber.org/zap"
-
-	"github.com/phaseshift/phaseshift/checkpoint"
 )
 
 // Restore runs once, at start: it reads the sides the phase reads, decides
@@ -59,8 +55,8 @@ func (s *Store[K, V]) restore(ctx context.Context, r *Report[K]) (state[K, V], e
 	if in.lg, err = s.readLegacy(ctx); err != nil {
 		return state[K, V]{}, err
 	}
-	s.dedupe(in.ck.entries, "checkpoint", r)
-	s.dedupe(in.lg.entries, "legacy", r)
+	s.dedupe(in.ck.entries, nil, "checkpoint", r)
+	in.lg.dupes = s.dedupe(in.lg.entries, in.ck.entries, "legacy", r)
 	b, err := s.chooseBasis(&in)
 	if err != nil {
 		return state[K, V]{}, err
@@ -70,256 +66,6 @@ func (s *Store[K, V]) restore(ctx context.Context, r *Report[K]) (state[K, V], e
 		return state[K, V]{}, err
 	}
 	return s.newState(out), nil
-}
-
-// build makes the state to serve on basis b and fills in the report.
-func (s *Store[K, V]) build(b basis, in *sides[K, V], r *Report[K]) built[K, V] {
-	var out built[K, V]
-	switch b {
-	case basisLegacy:
-		out = fromOneSide(in.lg.entries, OriginLegacy)
-		if s.cfg.Verify && in.ck.usable {
-			s.shadow(r, ReadCheckpoint, out.vals, in.ck.entries)
-		}
-	case basisHeal, basisCheckpoint:
-		out = fromOneSide(in.ck.entries, OriginCheckpoint)
-		if s.cfg.Phase == PhaseContract && in.lg.read && !s.cfg.VolatileLegacy {
-			// Phase 3 cross-checks a legacy that is still configured.
-			s.shadow(r, ReadLegacy, out.vals, in.lg.entries)
-		}
-	default:
-		ck := in.ck
-		if s.cfg.Phase == PhaseLegacy {
-			// Phase 0's mark-save keeps the checkpoint's own entries, and
-			// combine adopts the map it is given.
-			ck.entries = maps.Clone(ck.entries)
-		}
-		out = s.combine(b, &ck, &in.lg, r)
-	}
-	if in.lg.err != nil {
-		r.Errors = append(r.Errors, in.lg.err)
-	}
-	s.count(&out, r)
-	r.ReadFrom = readFrom(b, in)
-	if b == basisLegacyDecides && s.cfg.Phase == PhaseExpand && in.ck.usable && r.Stale == "" && out.changed {
-		r.Stale = fmt.Sprintf("it differs from legacy (%s dropped, %s with other values, %s only in legacy): a phase-0 run or a crash since seq %d",
-			entries(len(r.Dropped)), entries(len(r.Diverged)), entries(out.onlyLegacy), in.ck.meta.Seq)
-	}
-	return out
-}
-
-// readFrom says which sides restore built the served state from (see
-// Report.ReadFrom).
-func readFrom[K comparable, V any](b basis, in *sides[K, V]) Sides {
-	ck, lg := in.ck.usable, len(in.lg.entries) > 0
-	switch b {
-	case basisLegacy:
-		return ReadLegacy
-	case basisReconcile:
-		return ReadCheckpointAndLegacy
-	case basisLegacyDecides:
-		lg = true
-	case basisHeal, basisCheckpoint:
-		lg = false
-	}
-	switch {
-	case ck && lg:
-		return ReadCheckpointAndLegacy
-	case ck:
-		return ReadCheckpoint
-	case lg:
-		return ReadLegacy
-	}
-	return ReadNothing
-}
-
-// count sets the report's counts of what is served: by the record served,
-// the checkpoint's or legacy's (a backfill included).
-func (s *Store[K, V]) count(out *built[K, V], r *Report[K]) {
-	r.Restored = len(out.vals)
-	fromCkpt := 0
-	if out.def == OriginCheckpoint {
-		fromCkpt = r.Restored
-	}
-	for k, o := range out.origin {
-		if _, ok := out.vals[k]; !ok || o == out.def {
-			continue
-		}
-		switch {
-		case o == OriginCheckpoint:
-			fromCkpt++
-		case out.def == OriginCheckpoint:
-			fromCkpt--
-		}
-	}
-	r.FromCheckpoint, r.FromLegacy = fromCkpt, r.Restored-fromCkpt
-}
-
-// entries says "1 entry" or "n entries".
-func entries(n int) string {
-	if n == 1 {
-		return "1 entry"
-	}
-	return fmt.Sprintf("%d entries", n)
-}
-
-// repair changes the sides, in this order: the unreadable checkpoint moved
-// aside, legacy brought in line with what is served, the checkpoint saved.
-// A failure stops restore; what was done stays done and a retry finds it.
-func (s *Store[K, V]) repair(ctx context.Context, b basis, in *sides[K, V], out *built[K, V], r *Report[K]) error {
-	if in.ck.aside != nil {
-		where, err := s.cfg.Checkpoint.Quarantine(ctx)
-		if err != nil && !errors.Is(err, checkpoint.ErrNotExist) {
-			return restoreErr("the checkpoint cannot be read and could not be moved aside: %w (read: %w)", err, in.ck.aside)
-		}
-		r.Quarantined = where
-		s.log.Warn("checkpoint quarantined", zap.String("to", where), zap.Error(in.ck.aside))
-	}
-	if err := s.alignLegacy(ctx, b, in, out, r); err != nil {
-		return err
-	}
-	s.meta.Phase = s.recordedPhase(b, in).String()
-	if !s.needSave(b, in, out) {
-		return nil
-	}
-	entries := out.vals
-	if s.cfg.Phase == PhaseLegacy && b != basisHeal && in.ck.usable {
-		// Phase 0 only adds its mark: the checkpoint keeps its own records,
-		// richer than legacy's, for the next phase to use where legacy
-		// agrees.
-		entries = in.ck.entries
-	}
-	err := s.timed(func() error {
-		return s.cfg.Checkpoint.Save(ctx, checkpoint.Snapshot[K, V]{Meta: s.meta, Entries: entries})
-	})
-	if err != nil {
-		// The next phase relies on this save; going on would leave it a
-		// stale file to trust.
-		return restoreErr("saving the restored state to the checkpoint: %w", err)
-	}
-	r.CheckpointRewritten = true
-	return nil
-}
-
-// recordedPhase is the phase every save of this run records. It is the
-// Store's phase, except where the checkpoint may lack what only legacy
-// holds: phase 0 writes legacy only, and a phase 1 or 2 run that could not
-// read legacy in full may have missed an entry only legacy has (and has not
-// dropped anything on that evidence). Both record phase 0's mark, so that
-// phase 3 refuses the file until a run has read legacy in full.
-func (s *Store[K, V]) recordedPhase(b basis, in *sides[K, V]) Phase {
-	p := s.cfg.Phase
-	switch {
-	case p == PhaseLegacy:
-		return PhaseLegacy
-	case p == PhaseContract, b == basisHeal, s.cfg.VolatileLegacy:
-		return p
-	case !in.lg.complete:
-		return PhaseLegacy
-	}
-	return p
-}
-
-// needSave reports whether restore must save the checkpoint before it
-// returns, so that the next phase finds it current.
-func (s *Store[K, V]) needSave(b basis, in *sides[K, V], out *built[K, V]) bool {
-	if s.cfg.Checkpoint == nil {
-		return false
-	}
-	wasMarked := in.ck.usable && in.ck.behind
-	switch {
-	// A file moved aside is replaced by what is served.
-	case in.ck.aside != nil:
-		return true
-	// Phase 0 leaves its mark once per boot (a mark from an earlier boot
-	// is discarded with the file).
-	case s.cfg.Phase == PhaseLegacy:
-		return b == basisHeal || !wasMarked
-	// Legacy was healed: record that a phase that writes it ran.
-	case b == basisHeal:
-		return true
-	// The mark changes, either way.
-	case wasMarked != (s.meta.Phase == PhaseLegacy.String()):
-		return true
-	// The state of an earlier boot is replaced.
-	case in.ck.bootOld:
-		return true
-	// Phases 1 and 2 create a missing checkpoint, so that the next start
-	// finds which phase ran last even when there is nothing to serve.
-	case !in.ck.usable && s.cfg.Phase.WritesLegacy():
-		return true
-	}
-	// Otherwise what is served decides: phase 1 rewrites the file whenever
-	// legacy says it is stale (the heal of a file a downgrade left behind),
-	// and leaves a current one alone, which saves an exec'd plugin an fsync
-	// per call.
-	return out.changed
-}
-
-// alignLegacy writes a legacy the Store writes until it agrees with what is
-// served: all of it when it is stale or volatile, and otherwise the entries
-// it listed whose record was not served (a Merge that chose the
-// checkpoint's value). An entry kept only because a listing was partial is
-// not written.
-func (s *Store[K, V]) alignLegacy(ctx context.Context, b basis, in *sides[K, V], out *built[K, V], r *Report[K]) error {
-	if s.explicit == nil || !s.cfg.Phase.WritesLegacy() {
-		return nil
-	}
-	switch b {
-	case basisHeal:
-		r.LegacyStale = fmt.Sprintf("the checkpoint (seq %d) was written by phase 3 (contract), which does not write legacy", in.ck.meta.Seq)
-		n, err := s.writeLegacyLike(ctx, out.vals, in.lg.entries, true)
-		r.LegacyWrites = n
-		if err != nil {
-			return restoreErr("%w: legacy is stale (%s) and bringing it current failed after %d writes: %w", ErrUnsafeRestore, r.LegacyStale, n, err)
-		}
-	case basisVolatile, basisReconcile, basisLegacyDecides:
-		n, err := s.writeLegacyLike(ctx, out.vals, in.lg.entries, b == basisVolatile)
-		r.LegacyWrites = n
-		if err != nil {
-			return restoreErr("bringing legacy in line with what is served failed after %d writes: %w", n, err)
-		}
-	}
-	return nil
-}
-
-// writeLegacyLike writes legacy, which listed leg, until it holds served:
-// entries whose record differs, and with all, also what legacy lacks and
-// what it holds that is not served. It returns how many writes it made.
-func (s *Store[K, V]) writeLegacyLike(ctx context.Context, served, leg map[K]V, all bool) (int, error) {
-	lidx := make(map[K]K, len(leg))
-	for k := range leg {
-		lidx[s.id(k)] = k
-	}
-	n := 0
-	for k, v := range served {
-		id := s.id(k)
-		lk, ok := lidx[id]
-		delete(lidx, id)
-		if (!ok && !all) || (ok && lk == k && s.equal(leg[lk], v)) {
-			continue
-		}
-		if err := s.explicit.Put(ctx, k, v); err != nil {
-			return n, fmt.Errorf("legacy put %v: %w", k, err)
-		}
-		n++
-		if ok && lk != k {
-			if err := s.explicit.Delete(ctx, lk); err != nil {
-				return n, fmt.Errorf("legacy delete %v: %w", lk, err)
-			}
-			n++
-		}
-	}
-	if !all {
-		return n, nil
-	}
-	for _, lk := range lidx {
-		if err := s.explicit.Delete(ctx, lk); err != nil {
-			return n, fmt.Errorf("legacy delete %v: %w", lk, err)
-		}
-		n++
-	}
-	return n, nil
 }
 
 // newState is what the Store serves from now on.
@@ -332,4 +78,8 @@ func (s *Store[K, V]) newState(out built[K, V]) state[K, V] {
 		}
 	}
 	return st
+}
+
+func restoreErr(format string, args ...any) error {
+	return fmt.Errorf("migrate: restore: "+format, args...)
 }

@@ -100,6 +100,54 @@ func fromLegacyOnly(p migrate.Phase, w want) want {
 	return saved(p, w)
 }
 
+// phase3 is phase 3 over a checkpoint holding ck (nil: none it can use),
+// written by ckPhase ("" for none): it serves ck and what legacy holds that
+// ck lacks (in use: an observing legacy is never stale, and one the Store
+// writes holds every write acknowledged until phase 3 ran), unless legacy
+// is one the Store writes and the file says phase 3 wrote it or was moved
+// aside; it cross-checks the rest, and saves when it added anything or the
+// file does not record phase 3 yet.
+func phase3(explicit bool, ck map[string]int, ckPhase string, w want) want {
+	served := maps.Clone(ck)
+	if served == nil {
+		served = map[string]int{}
+	}
+	backfill := !explicit || (ckPhase != "contract" && !w.quarantined)
+	var onlyShadow, onlyServed, divg []string
+	for k, v := range legacyL {
+		switch cv, ok := ck[k]; {
+		case !ok && backfill:
+			served[k] = v
+			w.backfilled = append(w.backfilled, k)
+		case !ok:
+			onlyShadow = append(onlyShadow, k)
+		case cv != v:
+			divg = append(divg, k)
+		}
+	}
+	for k := range ck {
+		if _, ok := legacyL[k]; !ok {
+			onlyServed = append(onlyServed, k)
+		}
+	}
+	w.served, w.backfilled = served, sorted(w.backfilled)
+	w.shadow = crossCheck(sorted(onlyShadow), sorted(onlyServed), sorted(divg))
+	switch {
+	case ck != nil && len(w.backfilled) > 0:
+		w.readFrom = migrate.ReadCheckpointAndLegacy
+	case ck != nil:
+		w.readFrom = migrate.ReadCheckpoint
+	case len(w.backfilled) > 0:
+		w.readFrom = migrate.ReadLegacy
+	default:
+		w.readFrom = migrate.ReadNothing
+	}
+	if len(w.backfilled) > 0 || ckPhase != "contract" || w.quarantined || w.stale {
+		return saved(migrate.PhaseContract, w)
+	}
+	return w
+}
+
 // crossCheck is phase 3's comparison with legacy.
 func crossCheck(onlyShadow, onlyServed, divg []string) *shadowWant {
 	return &shadowWant{side: migrate.ReadLegacy, onlyShadow: onlyShadow, onlyServed: onlyServed, divg: divg}
@@ -108,14 +156,9 @@ func crossCheck(onlyShadow, onlyServed, divg []string) *shadowWant {
 // staleByContent is what phases 1 and 2 make of staleC against legacyL:
 // legacy decides which entries exist in phase 1 (d dropped, c added); phase
 // 2 backfills c and keeps d as an orphan of an observing legacy, drops it
-// for one the Store writes. b diverges: the default Merge keeps the
-// checkpoint's 20 for an observing legacy, legacy's 2 for one the Store
-// writes.
+// for one the Store writes. b diverges: the default Merge keeps legacy's 2.
 func staleByContent(p migrate.Phase, explicit bool, w want) want {
-	b := 20
-	if explicit {
-		b = 2
-	}
+	b := 2 // legacy's value wins by default
 	w.diverged = []string{"b"}
 	w.readFrom = migrate.ReadCheckpointAndLegacy
 	w.served = map[string]int{"a": 1, "b": b, "c": 3}
@@ -144,7 +187,7 @@ var restoreCases = []setup{
 			case migrate.PhaseExpand, migrate.PhaseMigrate:
 				return fromLegacyOnly(p, want{})
 			default:
-				return want{served: map[string]int{}, readFrom: migrate.ReadNothing, shadow: crossCheck(keys(legacyL), nil, nil)}
+				return phase3(explicit, nil, "", want{})
 			}
 		},
 	},
@@ -159,7 +202,7 @@ var restoreCases = []setup{
 				// Current: nothing to rewrite.
 				return want{served: legacyL, readFrom: migrate.ReadCheckpointAndLegacy}
 			default:
-				return want{served: legacyL, readFrom: migrate.ReadCheckpoint, shadow: crossCheck(nil, nil, nil)}
+				return phase3(explicit, legacyL, "expand", want{})
 			}
 		},
 	},
@@ -173,7 +216,7 @@ var restoreCases = []setup{
 			case migrate.PhaseExpand, migrate.PhaseMigrate:
 				return staleByContent(p, explicit, want{})
 			default:
-				return want{served: staleC, readFrom: migrate.ReadCheckpoint, shadow: crossCheck([]string{"c"}, []string{"d"}, []string{"b"})}
+				return phase3(explicit, staleC, "migrate", want{})
 			}
 		},
 	},
@@ -187,7 +230,7 @@ var restoreCases = []setup{
 			case migrate.PhaseExpand, migrate.PhaseMigrate:
 				return fromLegacyOnly(p, want{stale: true})
 			default:
-				return saved(p, want{served: map[string]int{}, readFrom: migrate.ReadNothing, stale: true, shadow: crossCheck(keys(legacyL), nil, nil)})
+				return phase3(explicit, nil, "contract", want{stale: true})
 			}
 		},
 	},
@@ -196,7 +239,7 @@ var restoreCases = []setup{
 		write: func(t *testing.T, w *world) { w.saveCheckpoint(t, migrate.PhaseContract, contractC, "") },
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			if p == migrate.PhaseContract {
-				return want{served: contractC, readFrom: migrate.ReadCheckpoint, shadow: crossCheck(nil, []string{"e"}, nil)}
+				return phase3(explicit, contractC, "contract", want{})
 			}
 			if explicit {
 				// Legacy missed e: the checkpoint serves and legacy is healed.
@@ -278,7 +321,11 @@ var restoreCases = []setup{
 		},
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			// Its state died with the reboot: nothing it says matters, and
-			// it is moved aside like any file this binary cannot read.
+			// it is moved aside like any file this binary cannot read, in
+			// phase 3 too (it is no copy of any state that lives).
+			if p == migrate.PhaseContract && !strict {
+				return phase3(explicit, nil, "", want{quarantined: true, errors: 1, stale: true})
+			}
 			w := unreadable(p, strict, checkpoint.ErrNewerSchema)
 			w.stale = !strict
 			return w
@@ -290,7 +337,8 @@ var restoreCases = []setup{
 			checkpointtest.SetBytes(w.cp, badEntryFile(t, migrate.PhaseMigrate, map[string]int{"a": 1, "d": 4}, "b"))
 		},
 		want: func(p migrate.Phase, explicit, strict bool) want {
-			if strict {
+			if strict || p == migrate.PhaseContract {
+				// Phase 3: the sole copy, left as it is.
 				return want{err: checkpoint.ErrBadEntry}
 			}
 			w := want{quarantined: true, errors: 1}
@@ -303,9 +351,6 @@ var restoreCases = []setup{
 				// A file moved aside is not trusted to hold every entry:
 				// legacy decides, as in phase 1.
 				w.served, w.readFrom, w.backfilled, w.dropped = legacyL, migrate.ReadCheckpointAndLegacy, []string{"b", "c"}, []string{"d"}
-			default:
-				w.served, w.readFrom = map[string]int{"a": 1, "d": 4}, migrate.ReadCheckpoint
-				w.shadow = crossCheck([]string{"b", "c"}, []string{"d"}, nil)
 			}
 			return saved(p, w)
 		},
@@ -313,22 +358,19 @@ var restoreCases = []setup{
 }
 
 // unreadable is the rule for a checkpoint that cannot be read at all:
-// Strict refuses in every phase and leaves the file; otherwise it is moved
-// aside and legacy serves in phases 0 to 2; phase 3 starts empty with the
-// error reported.
+// Strict refuses in every phase and leaves the file, and so does phase 3,
+// where it is the only copy of the state; otherwise it is moved aside and
+// legacy serves in phases 0 to 2.
 func unreadable(p migrate.Phase, strict bool, cause error) want {
-	if strict {
+	if strict || p == migrate.PhaseContract {
 		return want{err: cause}
 	}
 	w := want{quarantined: true, errors: 1}
 	switch p {
 	case migrate.PhaseLegacy:
 		return phase0(w, nil)
-	case migrate.PhaseExpand, migrate.PhaseMigrate:
-		return fromLegacyOnly(p, w)
 	default:
-		w.served, w.readFrom, w.shadow = map[string]int{}, migrate.ReadNothing, crossCheck(keys(legacyL), nil, nil)
-		return saved(p, w)
+		return fromLegacyOnly(p, w)
 	}
 }
 
@@ -524,7 +566,12 @@ func runPartialListing(t *testing.T, p migrate.Phase, explicit, prune bool) {
 	}
 	snap, err := w.checkpointEntries(t)
 	require.NoError(t, err)
-	assert.Equal(t, migrate.PhaseLegacy.String(), snap.Meta.Phase, "the checkpoint is marked behind legacy")
+	assert.Equal(t, p.String(), snap.Meta.Phase, "the checkpoint records the phase that ran")
+	if p == migrate.PhaseLegacy {
+		assert.Contains(t, snap.Meta.Behind, "phase 0", "and is marked behind legacy by phase 0")
+	} else {
+		assert.Contains(t, snap.Meta.Behind, "could not read legacy in full", "and is marked behind legacy, saying why")
+	}
 	if p != migrate.PhaseLegacy && !explicit {
 		assert.Contains(t, snap.Entries, "c", "c stays in the checkpoint")
 	}
@@ -557,7 +604,7 @@ func TestRestoreCheckpointReadError(t *testing.T) {
 			w := newWorld(false, legacyL)
 			w.saveCheckpoint(t, migrate.PhaseExpand, legacyL, "")
 			cp := &failingLoad{Memory: checkpointtest.Reopen(t, w.cp), err: errors.New("input/output error")}
-			s, err := migrate.New(migrate.Config[string, int]{Phase: p, Legacy: w.impl, Checkpoint: cp})
+			s, err := migrate.New(migrate.Config[string, int]{Phase: p, Legacy: w.impl, Checkpoint: cp, Equal: sameInt})
 			require.NoError(t, err)
 			defer s.Close()
 			_, err = s.Restore(ctx)
@@ -616,27 +663,26 @@ func TestPruneOrphans(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"d"}, r.Pruned)
 	assert.Empty(t, r.Orphaned)
-	assert.Equal(t, map[string]int{"a": 1, "b": 20, "c": 3}, collect(s))
+	assert.Equal(t, map[string]int{"a": 1, "b": 2, "c": 3}, collect(s))
 	snap, err := w.checkpointEntries(t)
 	require.NoError(t, err)
 	assert.NotContains(t, snap.Entries, "d", "the pruned entry is gone from the checkpoint too")
 }
 
-// TestMergeDefaultsFollowTheLegacyKind: for an entry both sides hold with
-// different values, the default Merge keeps legacy's value when the Store
-// writes legacy and the checkpoint's when legacy only observes; a Merge the
-// user sets wins over both, and an explicit legacy is then brought in line
+// TestMergeDefaults: for an entry both sides hold with different values,
+// the default Merge keeps legacy's value, for both kinds of legacy; a Merge
+// the user sets wins, and an explicit legacy is then brought in line
 // with what is served.
-func TestMergeDefaultsFollowTheLegacyKind(t *testing.T) {
+func TestMergeDefaults(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		explicit bool
 		merge    func(string, int, int) int
 		want     int
 	}{
-		{"observing, default", false, nil, 20},
+		{"observing, default", false, nil, 2},
 		{"explicit, default", true, nil, 2},
-		{"observing, PreferLegacy", false, migrate.PreferLegacy[string, int], 2},
+		{"observing, PreferCheckpoint", false, migrate.PreferCheckpoint[string, int], 20},
 		{"explicit, PreferCheckpoint", true, migrate.PreferCheckpoint[string, int], 20},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -699,4 +745,34 @@ func TestPhaseZeroWithoutCheckpointLeavesNoTrace(t *testing.T) {
 	v, ok := w.exp.Get("z")
 	assert.True(t, ok)
 	assert.Equal(t, 26, v)
+}
+
+// TestMergeChoiceReachesLegacyWhereLegacyDecides: where legacy decides which
+// entries exist (phase 1, and phase 2 over a checkpoint it cannot trust), a
+// value a Merge took from the checkpoint is written to an explicit legacy
+// too (rule 23), as in phase 2's reconcile: legacy must hold what is
+// served. (It did not: the served state was legacy's own listing, changed
+// in place, and repair compared it with itself.)
+func TestMergeChoiceReachesLegacyWhereLegacyDecides(t *testing.T) {
+	for _, c := range []struct {
+		phase  migrate.Phase
+		ckptAs migrate.Phase
+	}{{migrate.PhaseExpand, migrate.PhaseExpand}, {migrate.PhaseMigrate, migrate.PhaseLegacy}} {
+		t.Run(fmt.Sprintf("phase %d over a checkpoint of phase %d", c.phase, c.ckptAs), func(t *testing.T) {
+			w := newWorld(true, legacyL)
+			w.saveCheckpoint(t, c.ckptAs, map[string]int{"a": 1, "b": 20, "c": 3}, "")
+			s := w.open(t, migrate.Config[string, int]{Phase: c.phase, Merge: migrate.PreferCheckpoint[string, int]})
+			r, err := s.Restore(context.Background())
+			require.NoError(t, err)
+			v, _ := s.Get("b")
+			want := 20
+			if c.ckptAs == migrate.PhaseLegacy {
+				want = 2 // over a checkpoint behind legacy, Merge is not asked (rule 19)
+			}
+			assert.Equal(t, want, v)
+			lv, _ := w.exp.Get("b")
+			assert.Equal(t, want, lv, "legacy holds what is served")
+			assert.Equal(t, boolInt(want != 2), r.LegacyWrites)
+		})
+	}
 }

@@ -3,8 +3,8 @@ package migrate
 import "fmt"
 
 // The second step of Restore picks, from what the sides hold, the basis of
-// the state to serve. Each rule below is one line of the package doc's
-// "Restore rules"; the first rule that matches decides.
+// the state to serve: rules 9 to 17 of the package documentation, one
+// function each, in that order; the first rule that matches decides.
 
 // basis is how the served state is built.
 type basis int
@@ -71,8 +71,8 @@ func (s *Store[K, V]) chooseBasis(in *sides[K, V]) (basis, error) {
 	return 0, restoreErr("no restore rule for phase %d", int(s.cfg.Phase))
 }
 
-// ruleLegacyStale: a checkpoint written by phase 3, which does not write
-// legacy, makes a legacy the Store writes stale. A phase that writes legacy
+// ruleLegacyStale is rule 9: a checkpoint written by phase 3, which does not write
+// legacy, makes an explicit legacy stale. A phase that writes legacy
 // serves the checkpoint and rewrites legacy to match, which needs all of
 // both sides: with either one incomplete, Restore refuses.
 func ruleLegacyStale[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bool, error) {
@@ -86,17 +86,17 @@ func ruleLegacyStale[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basi
 	return basisHeal, true, nil
 }
 
-// rulePhase3AfterPhase0: phase 3 reads only the checkpoint, so it refuses
+// rulePhase3AfterPhase0 is rule 10: phase 3 reads only the checkpoint, so it refuses
 // one that is behind legacy: a phase-0 run (or a run that could not read
 // legacy in full) came after it, and only legacy has what it did.
 func rulePhase3AfterPhase0[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bool, error) {
 	if s.cfg.Phase != PhaseContract || !in.ck.behind {
 		return 0, false, nil
 	}
-	return 0, false, restoreErr("%w: the checkpoint is stale: %s; phase 3 must not follow phase 0: run phase 1 (expand) or 2 (migrate) first, with legacy readable", ErrStale, staleWhy(in))
+	return 0, false, restoreErr("%w: the checkpoint is stale: %s; phase 3 needs a checkpoint level with legacy: run phase 1 (expand) or 2 (migrate) first, with legacy readable", ErrStale, staleWhy(in))
 }
 
-// ruleVolatile: a legacy that does not survive a restart is never evidence:
+// ruleVolatile is rule 11: a legacy that does not survive a restart is never evidence:
 // phases 1 to 3 serve the checkpoint (with whatever legacy holds) and
 // refill legacy, and so does phase 0 when it has a checkpoint. A checkpoint
 // behind legacy is the exception: a phase-0 run came after it and kept its
@@ -117,7 +117,7 @@ func ruleVolatile[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, 
 	return basisVolatile, true, nil
 }
 
-// rulePhase0: phase 0 serves legacy, as the old binary did.
+// rulePhase0 is rule 12: phase 0 serves legacy, as the old binary did.
 func rulePhase0[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bool, error) {
 	if s.cfg.Phase != PhaseLegacy {
 		return 0, false, nil
@@ -125,7 +125,7 @@ func rulePhase0[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bo
 	return needsLegacy(s, in, basisLegacy)
 }
 
-// rulePhase1: phase 1 takes legacy's word on which entries exist, and keeps
+// rulePhase1 is rule 13: phase 1 takes legacy's word on which entries exist, and keeps
 // the checkpoint's key and value for an entry legacy agrees on (legacy may
 // record less: CRI has no interface name).
 func rulePhase1[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bool, error) {
@@ -135,7 +135,7 @@ func rulePhase1[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bo
 	return needsLegacy(s, in, basisLegacyDecides)
 }
 
-// rulePhase2Behind: phase 2 over a checkpoint it cannot trust to hold every
+// rulePhase2Behind is rule 14: phase 2 over a checkpoint it cannot trust to hold every
 // entry (missing, moved aside, from an earlier boot, or behind legacy)
 // restores as phase 1 does.
 func rulePhase2Behind[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bool, error) {
@@ -146,7 +146,7 @@ func rulePhase2Behind[K comparable, V any](s *Store[K, V], in *sides[K, V]) (bas
 	return needsLegacy(s, in, basisLegacyDecides)
 }
 
-// rulePhase2LegacyUnreadable: phase 2 whose legacy listing failed serves
+// rulePhase2LegacyUnreadable is rule 15: phase 2 whose legacy listing failed serves
 // the checkpoint as it is, and reports the failure (Strict refused
 // already).
 func rulePhase2LegacyUnreadable[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bool, error) {
@@ -156,7 +156,7 @@ func rulePhase2LegacyUnreadable[K comparable, V any](s *Store[K, V], in *sides[K
 	return basisCheckpoint, true, nil
 }
 
-// rulePhase2: phase 2 serves the checkpoint reconciled with legacy.
+// rulePhase2 is rule 16: phase 2 serves the checkpoint reconciled with legacy.
 func rulePhase2[K comparable, V any](s *Store[K, V], _ *sides[K, V]) (basis, bool, error) {
 	if s.cfg.Phase != PhaseMigrate {
 		return 0, false, nil
@@ -164,13 +164,14 @@ func rulePhase2[K comparable, V any](s *Store[K, V], _ *sides[K, V]) (basis, boo
 	return basisReconcile, true, nil
 }
 
-// rulePhase3: phase 3 serves the checkpoint.
+// rulePhase3 is rule 17: phase 3 serves the checkpoint (and what a legacy
+// still configured holds that it lacks: see backfillContract).
 func rulePhase3[K comparable, V any](*Store[K, V], *sides[K, V]) (basis, bool, error) {
 	return basisCheckpoint, true, nil
 }
 
 // needsLegacy returns b if legacy could be listed, and otherwise refuses:
-// b serves legacy's entries, in every mode.
+// b serves legacy's entries, in every mode (rule 6).
 func needsLegacy[K comparable, V any](s *Store[K, V], in *sides[K, V], b basis) (basis, bool, error) {
 	if in.lg.read {
 		return b, true, nil
@@ -190,7 +191,7 @@ func needsLegacy[K comparable, V any](s *Store[K, V], in *sides[K, V], b basis) 
 func staleWhy[K comparable, V any](in *sides[K, V]) string {
 	switch {
 	case in.ck.behind:
-		return fmt.Sprintf("seq %d is marked behind legacy", in.ck.meta.Seq)
+		return fmt.Sprintf("seq %d is marked behind legacy: %s", in.ck.meta.Seq, behindMark(in.ck.meta))
 	case in.ck.bootOld:
 		return "it was written in an earlier boot"
 	case in.ck.aside != nil:

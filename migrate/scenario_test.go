@@ -22,6 +22,9 @@ type ipamVal struct {
 	IP string `json:"ip"`
 }
 
+// sameIPVal is Config.Equal for CRI, which records the IP.
+func sameIPVal(a, b ipamVal) bool { return a.IP == b.IP }
+
 var (
 	byContainer = testcni.ByContainer
 	real        = testcni.Real
@@ -55,7 +58,7 @@ func (n *node) start(p migrate.Phase) migrate.Report[ipamKey] {
 	if n.s != nil {
 		require.NoError(n.t, n.s.Close())
 	}
-	cfg := migrate.Config[ipamKey, ipamVal]{Phase: p, Legacy: n.cri, Match: byContainer}
+	cfg := migrate.Config[ipamKey, ipamVal]{Phase: p, Legacy: n.cri, Match: byContainer, Equal: sameIPVal}
 	if p != migrate.PhaseLegacy {
 		cfg.Checkpoint = checkpointtest.Reopen(n.t, n.cp)
 	}
@@ -185,7 +188,7 @@ func TestSeedMoreRollouts(t *testing.T) {
 		n.start(migrate.PhaseMigrate)
 		n.add("A", "10.0.0.2")
 		// A phase-0 run of the new binary, with the checkpoint configured.
-		s, err := migrate.New(migrate.Config[ipamKey, ipamVal]{Phase: migrate.PhaseLegacy, Legacy: n.cri, Match: byContainer, Checkpoint: checkpointtest.Reopen(t, n.cp)})
+		s, err := migrate.New(migrate.Config[ipamKey, ipamVal]{Phase: migrate.PhaseLegacy, Legacy: n.cri, Match: byContainer, Equal: sameIPVal, Checkpoint: checkpointtest.Reopen(t, n.cp)})
 		require.NoError(t, err)
 		_, err = s.Restore(context.Background())
 		require.NoError(t, err)

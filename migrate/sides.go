@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/source"
@@ -11,7 +13,8 @@ import (
 
 // The first step of Restore reads each side and judges it: what it holds,
 // whether it can be used, and what its header says about the other side.
-// Nothing is changed on either side until the rules have decided (apply.go).
+// Nothing is changed on either side until the rules have decided (see
+// repair in restore.go).
 
 // ckptView is what restore learned of the checkpoint.
 type ckptView[K comparable, V any] struct {
@@ -31,14 +34,17 @@ type legacyView[K comparable, V any] struct {
 	read     bool  // a listing came back, complete or partial
 	complete bool  // it holds every entry
 	err      error // why it is not complete; nil if it is
+	dupes    []K   // keys dedupe set aside: another key of the same entry is served
 }
 
-// soleCopy reports whether the checkpoint is the only side that can hold
-// the state: phase 3, and phases 1 and 2 when legacy does not survive a
-// restart. A newer checkpoint there must not be replaced.
-func (s *Store[K, V]) soleCopy() bool {
-	p := s.cfg.Phase
-	return p == PhaseContract || (s.cfg.VolatileLegacy && p != PhaseLegacy)
+// soleCopy reports whether the checkpoint whose header is m is the only
+// side that can hold the state (rule 4): in phase 3, which writes nothing else, and
+// in every phase with a legacy that does not survive a restart - unless m
+// says the checkpoint is behind legacy, whose state then died with the run
+// that left it behind. A checkpoint that is the sole copy is never moved
+// aside or replaced without the user's word (Config.DiscardUnreadableCheckpoint).
+func (s *Store[K, V]) soleCopy(m checkpoint.Meta) bool {
+	return s.cfg.Phase == PhaseContract || (s.cfg.VolatileLegacy && behindMark(m) == "")
 }
 
 // legacyIsStale reports whether a checkpoint whose header says phase 3
@@ -86,10 +92,8 @@ func (s *Store[K, V]) readCheckpoint(ctx context.Context, r *Report[K]) (ckptVie
 	}
 	// A torn last journal record was a commit that was never acknowledged:
 	// nothing served is missing, but what a crash cut short is reported.
-	if jr, ok := s.cfg.Checkpoint.(checkpoint.JournalReporter); ok && c.usable {
-		if torn := jr.Journal().Torn; torn != nil {
-			r.Errors = append(r.Errors, torn)
-		}
+	if torn := s.cfg.Checkpoint.Journal().Torn; torn != nil && c.usable {
+		r.Errors = append(r.Errors, torn)
 	}
 	s.judgeCheckpoint(&c, r)
 	return c, nil
@@ -101,8 +105,8 @@ func unreadable(err error) bool {
 	return errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, checkpoint.ErrNewerSchema) || errors.Is(err, checkpoint.ErrOlderSchema)
 }
 
-// refuseUnreadable applies the rules for a checkpoint that cannot be read
-// in full; partial says some entries could be. A nil result means: move it
+// refuseUnreadable applies rules 2 to 5 to a checkpoint that cannot be
+// read in full; partial says some entries could be. A nil result means: move it
 // aside and go on.
 func (s *Store[K, V]) refuseUnreadable(meta checkpoint.Meta, err error, partial bool) error {
 	const left = "the file was left in place for inspection"
@@ -116,8 +120,12 @@ func (s *Store[K, V]) refuseUnreadable(meta checkpoint.Meta, err error, partial 
 		return nil
 	// A newer binary's file is never replaced where nothing else holds the
 	// state: rolling forward must find it intact.
-	case errors.Is(err, checkpoint.ErrNewerSchema) && s.soleCopy():
+	case errors.Is(err, checkpoint.ErrNewerSchema) && s.soleCopy(meta):
 		return restoreErr("%w; phase %d (%s) has nothing else to restore from, so %s: roll forward to the binary that wrote it", err, int(s.cfg.Phase), s.cfg.Phase, left)
+	// Nor is any other file that holds the only copy of the state, unless
+	// the user chose to serve less.
+	case s.soleCopy(meta) && !s.cfg.DiscardUnreadableCheckpoint:
+		return restoreErr("%w; the checkpoint is the only copy of the state (%s), so nothing was changed: %s", err, s.soleCopyWhy(), s.recovery())
 	// A file that says legacy is stale, which this binary cannot read in
 	// full: neither side holds everything.
 	case s.legacyIsStale(meta):
@@ -130,8 +138,26 @@ func (s *Store[K, V]) refuseUnreadable(meta checkpoint.Meta, err error, partial 
 	return nil
 }
 
+// soleCopyWhy says why the checkpoint is the only copy of the state.
+func (s *Store[K, V]) soleCopyWhy() string {
+	if s.cfg.Phase == PhaseContract {
+		return "phase 3 (contract) writes nothing else"
+	}
+	return "legacy does not survive a restart (Config.VolatileLegacy)"
+}
+
+// recovery says how an operator gets an unreadable sole copy served again.
+func (s *Store[K, V]) recovery() string {
+	how := "check it with `phaseshift verify PATH` and put the last good file back with `phaseshift restore-prev PATH`"
+	if s.cfg.Legacy != nil && s.explicit == nil && !s.cfg.VolatileLegacy {
+		// An implicit legacy is never stale: phase 2 rebuilds from it.
+		how += ", or run phase 2 (migrate) once to rebuild it from legacy"
+	}
+	return how + "; to serve what can be read and lose the rest, set Config.DiscardUnreadableCheckpoint"
+}
+
 // judgeCheckpoint decides, from the header of the checkpoint, whether it
-// is stale.
+// is stale (rules 3 and 7).
 func (s *Store[K, V]) judgeCheckpoint(c *ckptView[K, V], r *Report[K]) {
 	m := c.meta
 	// With a boot epoch, a checkpoint from an earlier boot is stale: its
@@ -145,14 +171,35 @@ func (s *Store[K, V]) judgeCheckpoint(c *ckptView[K, V], r *Report[K]) {
 	if !c.usable {
 		return
 	}
-	// The mark of phase 0 (or of a run that could not read legacy in
-	// full): legacy may hold what the checkpoint lacks.
-	if m.Phase == PhaseLegacy.String() {
+	// The mark of a run that did not keep the checkpoint level with legacy
+	// (a phase-0 run, or one that could not read legacy in full): legacy
+	// may hold what the checkpoint lacks.
+	if mark := behindMark(m); mark != "" {
 		c.behind = true
 		if s.cfg.Phase != PhaseLegacy {
-			r.Stale = fmt.Sprintf("seq %d is marked behind legacy: a phase-0 run, or a run that could not read legacy in full, came after it", m.Seq)
+			r.Stale = fmt.Sprintf("seq %d is marked behind legacy: %s", m.Seq, mark)
 		}
 	}
+}
+
+// The marks a save leaves in Meta.Behind: why the checkpoint may lack what
+// legacy holds.
+const markPhase0 = "phase 0 (legacy) ran, which writes legacy only"
+
+// markIncomplete is the mark of a run in phase p that could not read legacy
+// in full.
+func markIncomplete(p Phase) string {
+	return fmt.Sprintf("phase %d (%s) could not read legacy in full", int(p), p)
+}
+
+// behindMark returns the mark of the checkpoint whose header is m, or "".
+// A file written before Meta.Behind existed records phase 0's mark as its
+// phase alone.
+func behindMark(m checkpoint.Meta) string {
+	if m.Behind == "" && m.Phase == PhaseLegacy.String() {
+		return markPhase0
+	}
+	return m.Behind
 }
 
 // earlierBoot reports whether, with a boot epoch, the checkpoint whose
@@ -162,7 +209,7 @@ func (s *Store[K, V]) earlierBoot(m checkpoint.Meta) bool {
 }
 
 // readLegacy lists legacy. Strict fails on any listing that is not
-// complete; otherwise the rules decide whether restore can go on without
+// complete (rule 2); otherwise the rules decide whether restore can go on without
 // it.
 func (s *Store[K, V]) readLegacy(ctx context.Context) (legacyView[K, V], error) {
 	var l legacyView[K, V]
@@ -187,6 +234,61 @@ func (s *Store[K, V]) readLegacy(ctx context.Context) (legacyView[K, V], error) 
 	return l, nil
 }
 
-func restoreErr(format string, args ...any) error {
-	return fmt.Errorf("migrate: restore: "+format, args...)
+// dedupe removes from m every key whose identity another key of m has, and
+// reports it (rule 22): Match says they are one entry, so only one can be served. It
+// keeps, deterministically, the key whose record the reference side ref
+// holds (its key and value, then its key; for legacy, the checkpoint: the
+// write it acknowledged), and otherwise the least key in the order of its
+// text. It returns the keys it removed.
+func (s *Store[K, V]) dedupe(m, ref map[K]V, side string, r *Report[K]) []K {
+	if s.match == nil || len(m) == 0 {
+		return nil
+	}
+	byID := make(map[K][]K, len(m))
+	dup := false
+	for k := range m {
+		id := s.match(k)
+		byID[id] = append(byID[id], k)
+		dup = dup || len(byID[id]) > 1
+	}
+	if !dup {
+		return nil
+	}
+	var refIdx map[K]K
+	if len(ref) > 0 {
+		refIdx = s.index(ref)
+	}
+	var removed []K
+	for id, ks := range byID {
+		if len(ks) < 2 {
+			continue
+		}
+		keep := s.keepOf(ks, m, ref, refIdx, id)
+		for _, k := range ks {
+			if k == keep {
+				continue
+			}
+			r.Errors = append(r.Errors, fmt.Errorf("%s: keys %v and %v match the same entry; keeping %v", side, keep, k, keep))
+			delete(m, k)
+			removed = append(removed, k)
+		}
+	}
+	return removed
+}
+
+// keepOf picks the key of ks (keys of m with identity id) that dedupe keeps.
+func (s *Store[K, V]) keepOf(ks []K, m, ref map[K]V, refIdx map[K]K, id K) K {
+	if rk, ok := refIdx[id]; ok {
+		for _, k := range ks {
+			if k == rk && s.equal(m[k], ref[rk]) {
+				return k
+			}
+		}
+		for _, k := range ks {
+			if k == rk {
+				return k
+			}
+		}
+	}
+	return slices.MinFunc(ks, func(a, b K) int { return strings.Compare(fmt.Sprintf("%#v", a), fmt.Sprintf("%#v", b)) })
 }

@@ -11,7 +11,8 @@ import (
 // database/sql's DBStats: cheap to read (atomic loads, and a read lock for
 // Entries), so a metrics scrape can call Stats every time. Counts of
 // writes count calls that returned; a group commit counts once, whatever
-// it carried.
+// it carried. Package github.com/phaseshift/phaseshift/metrics exports
+// them, with what the Report of Restore still says, to Prometheus.
 type Stats struct {
 	Phase   Phase
 	Entries int // entries served now
@@ -36,7 +37,7 @@ type Stats struct {
 	// checkpoint.Memory are); 0 otherwise.
 	CheckpointBytes int64
 
-	LegacyWrites        uint64 // writes to a legacy the Store writes, undo and repair included
+	LegacyWrites        uint64 // writes to an explicit legacy, undo and repair included
 	LegacyWriteFailures uint64
 
 	// LastRestore is what the last successful Restore reported; zero
@@ -51,6 +52,7 @@ type RestoreStats struct {
 	Restored, FromCheckpoint, FromLegacy                    int
 	Backfilled, Dropped, Orphaned, Pruned, Diverged, Errors int
 	Stale, LegacyStale, Quarantined, CheckpointRewritten    bool
+	Behind                                                  bool // Report.Behind is set: the checkpoint is marked behind legacy
 	LegacyWrites                                            int
 	// ShadowDiffers is whether a side read only to compare (Report.Shadow)
 	// differs from what is served.
@@ -96,7 +98,7 @@ func restoreStats[K comparable](r *Report[K]) *RestoreStats {
 		Restored: r.Restored, FromCheckpoint: r.FromCheckpoint, FromLegacy: r.FromLegacy,
 		Backfilled: len(r.Backfilled), Dropped: len(r.Dropped), Orphaned: len(r.Orphaned), Pruned: len(r.Pruned),
 		Diverged: len(r.Diverged), Errors: len(r.Errors),
-		Stale: r.Stale != "", LegacyStale: r.LegacyStale != "", Quarantined: r.Quarantined != "",
+		Stale: r.Stale != "", LegacyStale: r.LegacyStale != "", Quarantined: r.Quarantined != "", Behind: r.Behind != "",
 		CheckpointRewritten: r.CheckpointRewritten, LegacyWrites: r.LegacyWrites,
 		ShadowDiffers: r.Shadow != nil && !r.Shadow.Agrees(),
 	}

@@ -72,7 +72,7 @@ type Store[K comparable, V any] struct {
 	token chan struct{}
 
 	// Guarded by token.
-	// strays holds, by identity, the keys a legacy the Store writes may hold
+	// strays holds, by identity, the keys an explicit legacy may hold
 	// against memory's word: writes whose undo failed. The next commit
 	// writes legacy back in line for them first.
 	strays map[K][]K
@@ -127,21 +127,15 @@ func New[K comparable, V any](cfg Config[K, V]) (*Store[K, V], error) {
 		s.explicit = countingWriter[K, V]{w: w, c: &s.stats}
 	}
 	if s.merge == nil {
-		// The default follows the kind of legacy: one the Store writes holds
-		// the old binary's acknowledged writes; one that only observes knows
-		// less than the checkpoint.
-		s.merge = PreferCheckpoint[K, V]
-		if s.explicit != nil {
-			s.merge = PreferLegacy[K, V]
-		}
+		s.merge = PreferLegacy[K, V] // see Config.Merge
 	}
 	if cfg.Checkpoint != nil {
 		if c, ok := cfg.Checkpoint.(checkpoint.Committer[K, V]); ok {
 			s.commit = c
 		}
 	}
-	if b, ok := cfg.Checkpoint.(checkpoint.BootIDer); ok {
-		s.bootID = b.BootID()
+	if cfg.Checkpoint != nil {
+		s.bootID = cfg.Checkpoint.BootID()
 	}
 	s.meta = checkpoint.Meta{Phase: cfg.Phase.String(), Writer: cfg.Version, BootID: s.bootID}
 	s.state = state[K, V]{vals: map[K]V{}}

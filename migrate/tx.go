@@ -57,7 +57,10 @@ func (tx *Tx[K, V]) Get(key K) (V, bool) {
 // committed state with the changes of the writes before it and the
 // transaction's own applied. The loop body may change the transaction: an
 // entry it deletes or replaces that the loop has not reached yet is seen as
-// changed, and an entry it puts may be seen.
+// changed (a deleted one is not yielded; a replaced one is yielded once,
+// with its new value, after the entries nobody changed), and an entry it
+// puts may be yielded, after those (an entry yielded before it was
+// replaced is yielded again).
 func (tx *Tx[K, V]) All() iter.Seq2[K, V] {
 	tx.check()
 	return func(yield func(K, V) bool) {

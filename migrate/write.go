@@ -78,7 +78,7 @@ func (s *Store[K, V]) Put(ctx context.Context, key K, value V) error {
 // Delete removes key's entry (with Match, the entry of any matching key)
 // from every side its phase writes, and returns once that is durable.
 // Deleting an entry that is not there is not an error; in the phases that
-// write a legacy the Store writes, the Delete still reaches legacy, which
+// write an explicit legacy, the Delete still reaches legacy, which
 // may hold the key (an entry a partial listing could not read). The context
 // is honoured as Put says.
 func (s *Store[K, V]) Delete(ctx context.Context, key K) error {

@@ -462,13 +462,13 @@ func (c *slowCheckpoint) Commit(ctx context.Context, m checkpoint.Meta, ch []che
 	return c.Memory.Commit(ctx, m, ch)
 }
 
-// TestCheckpointWithoutCommit: a user's Checkpoint with only Load, Save and
-// Quarantine gets whole snapshots.
+// TestCheckpointWithoutCommit: a user's Checkpoint with only the methods
+// the interface requires gets whole snapshots.
 func TestCheckpointWithoutCommit(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(false, map[string]int{"a": 1})
 	plain := &plainCheckpoint{m: checkpointtest.Reopen(t, w.cp)}
-	s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseExpand, Legacy: w.impl, Checkpoint: plain})
+	s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseExpand, Legacy: w.impl, Checkpoint: plain, Equal: sameInt})
 	require.NoError(t, err)
 	defer s.Close()
 	_, err = s.Restore(ctx)
@@ -496,3 +496,7 @@ func (p *plainCheckpoint) Save(ctx context.Context, s checkpoint.Snapshot[string
 }
 
 func (p *plainCheckpoint) Quarantine(ctx context.Context) (string, error) { return p.m.Quarantine(ctx) }
+
+func (p *plainCheckpoint) BootID() string { return "" }
+
+func (p *plainCheckpoint) Journal() checkpoint.JournalStatus { return checkpoint.JournalStatus{} }

@@ -30,6 +30,7 @@
 package checkpointtest
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
@@ -162,3 +163,18 @@ func SetJournal[K comparable, V any](m *checkpoint.Memory[K, V], data []byte) {
 		return append([]byte{}, data...)
 	})
 }
+
+// Schema returns the options of a build that writes schema n and whose
+// entries did not change shape across schemas: checkpoint.WithSchema(n)
+// with an upgrade from every older schema that keeps each entry as it is.
+// Open and Memory.Reopen refuse a schema above 1 without a complete
+// upgrade chain; a test that needs a file of schema n uses this.
+func Schema(n int) []checkpoint.Option {
+	opts := []checkpoint.Option{checkpoint.WithSchema(n)}
+	for from := 1; from < n; from++ {
+		opts = append(opts, checkpoint.WithUpgrade(from, keep))
+	}
+	return opts
+}
+
+func keep(k, v json.RawMessage) (json.RawMessage, json.RawMessage, error) { return k, v, nil }

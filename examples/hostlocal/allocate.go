@@ -86,13 +86,18 @@ func (a *allocator) free(i int, used map[netip.Addr]struct{}) (netip.Addr, error
 }
 
 // allocate allocates one address from each range set to k and puts the
-// allocation in tx. It returns the addresses in range-set order. An
-// address the runtime asked for is taken from the range set holding it;
-// one that is taken, a gateway, or in no range set fails the ADD.
+// allocation in tx. It returns the addresses in range-set order. It
+// fails as host-local's ADD does, range set by range set, with its
+// errors: an address the runtime asked for is taken from the range set
+// holding it, and one that is taken (by anyone, k included), a gateway,
+// or in no range set fails the ADD; a range set asked for nothing fails
+// when k already holds one of its addresses, or when it has none free.
+// Past host-local, an attachment that still holds addresses (outside
+// every range set asked, or in range sets that granted a requested one)
+// is refused: host-local would give it a second allocation, and this
+// plugin keeps one per attachment.
 func (a *allocator) allocate(tx *migrate.Tx[key, alloc], k key) ([]netip.Addr, error) {
-	if err := duplicate(tx, k); err != nil {
-		return nil, err
-	}
+	held := heldBy(tx, k)
 	used := a.used(tx.All(), a.n)
 	requested := slices.Clone(a.c.requested)
 	ips := make([]netip.Addr, 0, len(a.c.ranges))
@@ -102,6 +107,8 @@ func (a *allocator) allocate(tx *migrate.Tx[key, alloc], k key) ([]netip.Addr, e
 		if j := slices.IndexFunc(requested, set.contains); j >= 0 {
 			ip, err = a.requested(set, requested[j], used)
 			requested = slices.Delete(requested, j, j+1)
+		} else if d := slices.IndexFunc(held, set.contains); d >= 0 {
+			err = duplicate(held[d], k)
 		} else {
 			ip, err = a.free(i, used)
 		}
@@ -117,6 +124,9 @@ func (a *allocator) allocate(tx *migrate.Tx[key, alloc], k key) ([]netip.Addr, e
 			s[i] = ip.String()
 		}
 		return nil, fmt.Errorf("failed to allocate all requested IPs: %s", strings.Join(s, " "))
+	}
+	if len(held) > 0 {
+		return nil, duplicate(held[0], k)
 	}
 	tx.Put(k, hostlocal.NewAllocation(ips...))
 	return ips, nil
@@ -134,18 +144,20 @@ func (a *allocator) requested(set rangeSet, ip netip.Addr, used map[netip.Addr]s
 	return ip, nil
 }
 
-// duplicate refuses a second ADD for an attachment that holds addresses
-// (host-local: "duplicate allocation is not allowed"), including through
-// a pre-v0.8.0 file naming its container alone.
-func duplicate(tx *migrate.Tx[key, alloc], k key) error {
+// heldBy returns the addresses the attachment k holds, or, as host-local's
+// GetByID finds, those of a pre-v0.8.0 file naming its container alone.
+func heldBy(tx *migrate.Tx[key, alloc], k key) []netip.Addr {
 	v, ok := tx.Get(k)
 	if !ok {
 		if old, isOld := preV080(k); isOld {
-			v, ok = tx.Get(old)
+			v, _ = tx.Get(old)
 		}
 	}
-	if ok && len(v.IPs) > 0 {
-		return fmt.Errorf("%s has been allocated to %s, duplicate allocation is not allowed", v.IPs[0], k.ContainerID)
-	}
-	return nil
+	return v.IPs
+}
+
+// duplicate is host-local's refusal of a second ADD for an attachment
+// that holds ip.
+func duplicate(ip netip.Addr, k key) error {
+	return fmt.Errorf("%s has been allocated to %s, duplicate allocation is not allowed", ip, k.ContainerID)
 }

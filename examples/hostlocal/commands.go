@@ -33,7 +33,9 @@ func run(args *skel.CmdArgs, cmd string, fn func(ctx context.Context, s *session
 	tr.mark("main")
 	c, err := loadConfig(args.StdinData, args.Args)
 	if err != nil {
-		return types.NewError(types.ErrInvalidNetworkConfig, err.Error(), "")
+		// host-local's errors as host-local returns them (skel gives a
+		// plain error code 999), this plugin's own with code 7.
+		return err
 	}
 	tr.setPhase(c.phase)
 	timeout := execTimeout
@@ -191,7 +193,7 @@ func cmdCheck(args *skel.CmdArgs) error {
 			}
 		}
 		if !ok {
-			return fmt.Errorf("no address is allocated to container %s, interface %s, in network %s", k.ContainerID, k.IfName, k.Network)
+			return fmt.Errorf("host-local: Failed to find address added by container %v", args.ContainerID)
 		}
 		prev, err := prevResultIPs(args.StdinData)
 		if err != nil {

@@ -1,17 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
@@ -100,7 +102,7 @@ func TestCHECK(t *testing.T) {
 			require.NoError(t, n.check(ps(phase), "c1"))
 
 			_, err = n.execRaw("CHECK", "c2", n.ipamConf(ps(phase)))
-			assert.ErrorContains(t, err, "no address is allocated to container c2")
+			assert.EqualError(t, err, "host-local: Failed to find address added by container c2")
 
 			var conf map[string]any
 			require.NoError(t, json.Unmarshal(n.ipamConf(ps(phase)), &conf))
@@ -231,8 +233,9 @@ func TestLockWaitEndsWithTryAgain(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// execSignalled starts this plugin with cmd, sends it SIGTERM once it is
-// waiting, and returns the CNI error it printed.
+// execSignalled starts this plugin with cmd, sends it SIGTERM once it says
+// (on stderr) that it is waiting for the checkpoint's lock, and returns the
+// CNI error it printed.
 func (n *node) execSignalled(cmd string, conf []byte) types.Error {
 	n.tb.Helper()
 	args := &invoke.Args{Command: cmd, ContainerID: "c1", NetNS: "/var/run/netns/c1", IfName: "eth0", Path: n.binDir}
@@ -241,9 +244,14 @@ func (n *node) execSignalled(cmd string, conf []byte) types.Error {
 	c.Stdin = bytes.NewReader(conf)
 	var stdout bytes.Buffer
 	c.Stdout = &stdout
+	stderr, err := c.StderrPipe()
+	require.NoError(n.tb, err)
 	require.NoError(n.tb, c.Start())
-	time.Sleep(300 * time.Millisecond) // long enough to be waiting for the lock
+	waiting := bufio.NewScanner(stderr)
+	for waiting.Scan() && !strings.Contains(waiting.Text(), "waiting for the checkpoint's lock") {
+	}
 	require.NoError(n.tb, c.Process.Signal(syscall.SIGTERM))
+	_, _ = io.Copy(io.Discard, stderr) // until it exits; Wait closes the pipe
 	var exit *exec.ExitError
 	require.ErrorAs(n.tb, c.Wait(), &exit, "stdout: %s", stdout.String())
 	var e types.Error

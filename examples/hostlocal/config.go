@@ -65,8 +65,8 @@ type netConfJSON struct {
 	OldAttachments *[]types.GCAttachment `json:"cni.dev/attachments"`
 }
 
-// ipamJSON is the "ipam" section: host-local's fields, plus phase and
-// checkpoint.
+// ipamJSON is the "ipam" section: host-local's fields (allocator.IPAMConfig),
+// plus phase and checkpoint.
 type ipamJSON struct {
 	rangeJSON                 // the old single-range form: subnet, rangeStart, rangeEnd, gateway
 	Type       string         `json:"type"`
@@ -75,30 +75,28 @@ type ipamJSON struct {
 	ResolvConf string         `json:"resolvConf"`
 	Ranges     [][]rangeJSON  `json:"ranges"`
 
-	Phase      *phaseJSON `json:"phase"`      // a name or a number; absent: 0, host-local's behaviour
-	Checkpoint string     `json:"checkpoint"` // absent: <dataDir>/.phaseshift/<network>.json
+	// Phase is a name or a number ("expand", 1, "1"); absent, 0: host-local's
+	// behaviour. It is read after host-local's fields, so that a
+	// configuration host-local refuses is refused with host-local's error.
+	Phase      json.RawMessage `json:"phase"`
+	Checkpoint string          `json:"checkpoint"` // absent: <dataDir>/.phaseshift/<network>.json
 }
 
-// phaseJSON is a phase written as a name ("expand") or a number (1 or "1").
-type phaseJSON struct{ p migrate.Phase }
-
-func (p *phaseJSON) UnmarshalJSON(b []byte) error {
-	s := string(bytes.TrimSpace(b))
+// parsePhase reads the "phase" field: a name or a number, as a JSON
+// string or number.
+func parsePhase(raw json.RawMessage) (migrate.Phase, error) {
+	s := string(bytes.TrimSpace(raw))
 	if strings.HasPrefix(s, `"`) {
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return 0, err
 		}
 	}
-	q, err := migrate.ParsePhase(s)
-	if err != nil {
-		return err
-	}
-	p.p = q
-	return nil
+	return migrate.ParsePhase(s)
 }
 
 // ipArg is an address the runtime asks for, written as host-local's
-// ip.IP is: "10.1.0.5" or "10.1.0.5/24" (the prefix is ignored).
+// ip.IP (plugins pkg/ip) is: "10.1.0.5" or "10.1.0.5/24" (the prefix is
+// ignored), refused with its message. An empty one is no address.
 type ipArg struct{ a netip.Addr }
 
 func (i *ipArg) UnmarshalText(b []byte) error {
@@ -127,18 +125,19 @@ type envArgs struct {
 }
 
 // loadConfig reads the network configuration as host-local's
-// allocator.LoadIPAMConfig does (the same fields, defaults and errors),
-// plus phase and checkpoint. cniArgs is CNI_ARGS.
+// allocator.LoadIPAMConfig does: the same fields, defaults, checks in the
+// same order, and errors with the same text, which skel returns with
+// host-local's CNI code (999, internal: host-local returns them as plain
+// errors). Then it reads this plugin's own fields (phase, checkpoint),
+// whose mistakes host-local never sees and which fail with code 7
+// (invalid network configuration). cniArgs is CNI_ARGS.
 func loadConfig(stdin []byte, cniArgs string) (*config, error) {
 	var n netConfJSON
 	if err := json.Unmarshal(stdin, &n); err != nil {
-		return nil, fmt.Errorf("network configuration: %w", err)
+		return nil, err
 	}
 	if n.IPAM == nil {
 		return nil, errors.New("IPAM config missing 'ipam' key")
-	}
-	if err := checkNetworkName(n.Name); err != nil {
-		return nil, err
 	}
 	c := &config{
 		cniVersion: n.CNIVersion,
@@ -156,15 +155,8 @@ func loadConfig(stdin []byte, cniArgs string) (*config, error) {
 	if err := c.loadRanges(&n); err != nil {
 		return nil, err
 	}
-	if n.IPAM.Phase != nil {
-		c.phase = n.IPAM.Phase.p
-	}
-	c.checkpoint = n.IPAM.Checkpoint
-	switch {
-	case c.checkpoint == "":
-		c.checkpoint = filepath.Join(c.dataDir, checkpointDir, c.network+".json")
-	case !filepath.IsAbs(c.checkpoint):
-		return nil, fmt.Errorf("ipam.checkpoint %q is not an absolute path: the runtime runs plugins from any directory", c.checkpoint)
+	if err := c.loadOwn(&n); err != nil {
+		return nil, types.NewError(types.ErrInvalidNetworkConfig, err.Error(), "")
 	}
 	switch {
 	case n.ValidAttachments != nil:
@@ -173,6 +165,30 @@ func loadConfig(stdin []byte, cniArgs string) (*config, error) {
 		c.valid, c.validSet = *n.OldAttachments, true
 	}
 	return c, nil
+}
+
+// loadOwn reads what this plugin adds to host-local's configuration: the
+// network name as a directory name (skel has checked it already when the
+// plugin is exec'd), the phase and the checkpoint.
+func (c *config) loadOwn(n *netConfJSON) error {
+	if err := checkNetworkName(n.Name); err != nil {
+		return err
+	}
+	if n.IPAM.Phase != nil {
+		p, err := parsePhase(n.IPAM.Phase)
+		if err != nil {
+			return fmt.Errorf("ipam.phase: %w", err)
+		}
+		c.phase = p
+	}
+	c.checkpoint = n.IPAM.Checkpoint
+	switch {
+	case c.checkpoint == "":
+		c.checkpoint = filepath.Join(c.dataDir, checkpointDir, c.network+".json")
+	case !filepath.IsAbs(c.checkpoint):
+		return fmt.Errorf("ipam.checkpoint %q is not an absolute path: the runtime runs plugins from any directory", c.checkpoint)
+	}
+	return nil
 }
 
 // checkNetworkName refuses a name that is not one directory name:
@@ -187,6 +203,11 @@ func checkNetworkName(name string) error {
 	return nil
 }
 
+// errEmptyIP is host-local's error for an empty address among those in
+// args.cni.ips or runtimeConfig.ips (""): its canonicalizeIP of the nil
+// net.IP that ip.IP gives for it.
+var errEmptyIP = errors.New("cannot understand ip: IP <nil> not v4 nor v6")
+
 // loadRequested collects the addresses the runtime asks for: CNI_ARGS
 // IP=, then args.cni.ips, then runtimeConfig.ips, as host-local does.
 func (c *config) loadRequested(n *netConfJSON, cniArgs string) error {
@@ -199,17 +220,14 @@ func (c *config) loadRequested(n *netConfJSON, cniArgs string) error {
 			c.requested = append(c.requested, e.IP.a)
 		}
 	}
+	var ips []ipArg
 	if n.Args != nil && n.Args.A != nil {
-		for _, ip := range n.Args.A.IPs {
-			if !ip.a.IsValid() {
-				return errors.New("cannot understand ip: an empty address in args.cni.ips")
-			}
-			c.requested = append(c.requested, ip.a)
-		}
+		ips = append(ips, n.Args.A.IPs...)
 	}
-	for _, ip := range n.RuntimeConfig.IPs {
+	ips = append(ips, n.RuntimeConfig.IPs...)
+	for _, ip := range ips {
 		if !ip.a.IsValid() {
-			return errors.New("cannot understand ip: an empty address in runtimeConfig.ips")
+			return errEmptyIP
 		}
 		c.requested = append(c.requested, ip.a)
 	}
@@ -217,11 +235,12 @@ func (c *config) loadRequested(n *netConfJSON, cniArgs string) error {
 }
 
 // loadRanges builds the range sets: runtimeConfig.ipRanges first, then the
-// old single range of "ipam", then "ranges"; each canonical, at most one
-// per family before CNI 0.3.0, none overlapping another.
+// old single range of "ipam" (when it has a subnet), then "ranges"; each
+// canonical, at most one per family before CNI 0.3.0, none overlapping
+// another.
 func (c *config) loadRanges(n *netConfJSON) error {
 	raw := append([][]rangeJSON{}, n.RuntimeConfig.IPRanges...)
-	if n.IPAM.Subnet != "" {
+	if n.IPAM.Subnet.IP != nil {
 		raw = append(raw, []rangeJSON{n.IPAM.rangeJSON})
 	}
 	raw = append(raw, n.IPAM.Ranges...)

@@ -50,7 +50,7 @@ func TestLoadConfigErrors(t *testing.T) {
 	for name, c := range map[string]struct {
 		stdin, args, want string
 	}{
-		"not JSON":               {stdin: `{`, want: "network configuration"},
+		"not JSON":               {stdin: `{`, want: "unexpected end of JSON input"},
 		"no ipam":                {stdin: `{"cniVersion": "1.1.0", "name": "mynet"}`, want: "'ipam'"},
 		"no name":                {stdin: `{"cniVersion": "1.1.0", "ipam": {"subnet": "10.1.0.0/16"}}`, want: "no name"},
 		"a path as name":         {stdin: `{"cniVersion": "1.1.0", "name": "../etc", "ipam": {"subnet": "10.1.0.0/16"}}`, want: "not a valid CNI network name"},

@@ -18,8 +18,8 @@
 // The "ipam" section is host-local's ("ranges", the old single-range
 // "subnet", "rangeStart", "rangeEnd", "gateway", "routes", "dataDir",
 // "resolvConf"; the runtime's "ips" and "ipRanges" capabilities; "IP" in
-// CNI_ARGS and "args.cni.ips"), read with host-local's defaults, rules and
-// errors, plus two fields:
+// CNI_ARGS and "args.cni.ips"), read with host-local's defaults and rules,
+// plus two fields:
 //
 //   - "phase": the rollout phase, a name or a number ("legacy" or 0,
 //     "expand" or 1, "migrate" or 2, "contract" or 3). Absent, it is 0:
@@ -34,9 +34,53 @@
 // Allocation is host-local's, ported to net/netip (ranges.go): one address
 // per range set, round-robin from host-local's last_reserved_ip.<index>,
 // skipping gateways, an address the runtime asked for where it asked for
-// one. The tests run host-local's own test cases against the real
-// host-local and this plugin: every result the same byte for byte, every
-// failure a failure.
+// one.
+//
+// # Errors
+//
+// A configuration or an ADD, DEL or CHECK that host-local refuses is
+// refused with host-local's v1.7.1 message, word for word ("invalid range
+// set 0: Network has host bits set. For a subnet mask of length 24 the
+// network address is 192.0.2.0", "failed to allocate for range 0:
+// requested IP address 192.168.1.5 is not available in range set
+// 192.168.1.1-192.168.1.6", "host-local: Failed to find address added by
+// container c1"), and host-local's CNI code: 999 (internal), which skel
+// gives the plain errors host-local returns. The tests port host-local's
+// own tests (56, from host_local_test.go, dns_test.go and
+// backend/allocator) to exec'd plugins and run them against the real
+// host-local and this plugin in every phase: every result the same byte
+// for byte, every failure the same code and message. The differences,
+// each tested (differences_test.go):
+//
+//   - A field of the wrong JSON type ("ranges": {}) is refused with
+//     encoding/json's message, which names the Go types it was to be read
+//     into: host-local's ("IPAMConfig.ipam.ranges of type
+//     []allocator.RangeSet"), this plugin's ("ipamJSON.ipam.ranges of type
+//     [][]main.rangeJSON").
+//   - A second ADD of an attachment that holds addresses fails with
+//     host-local's "duplicate allocation is not allowed" also when
+//     host-local lets it through: when it asks for a free address, or when
+//     its addresses are in none of the configured ranges. host-local then
+//     reserves another address for it; this plugin keeps one allocation
+//     per attachment.
+//   - A null among the requested addresses ("ips": [null]) fails with
+//     "cannot understand ip: IP <nil> not v4 nor v6", host-local's message
+//     for an empty one; host-local panics on it.
+//   - When requested addresses are left unmet, host-local lists them in a
+//     random order, and of two requested addresses in one range set it
+//     grants either; this plugin lists them in the order asked, and grants
+//     the first.
+//   - The two fields this plugin adds fail with code 7 (invalid network
+//     configuration): a "phase" it does not know, a "checkpoint" that is
+//     not an absolute path. host-local ignores both.
+//   - CHECK also checks the previous result's addresses (below), with a
+//     message of its own.
+//   - GC and STATUS are this plugin's (below); host-local v1.7.1 answers
+//     both with success and does nothing.
+//   - Failures of the files and locks (a data directory it cannot create,
+//     a checkpoint it cannot read, a lock that stays taken: code 11,
+//     phase 3 refusing a checkpoint after phase 0) are phaseshift's, and
+//     say so.
 //
 // # One exec
 //
@@ -130,8 +174,8 @@
 //     their last_reserved_ip hint is kept moving (not fsynced, as in
 //     host-local). The files are not removed.
 //   - A second ADD of an attachment that holds addresses fails, also when
-//     it asks for a specific address (host-local then reserves a second
-//     one).
+//     it asks for a free address (host-local then reserves a second one):
+//     see Errors.
 //   - A failed ADD does not move the round-robin hint. host-local's can:
 //     when a requested address is in no range set, it reserves one from
 //     each range set, releases them, and keeps the hint moved.

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/netip"
 	"strings"
+
+	"github.com/containernetworking/cni/pkg/types"
 )
 
 // This file is host-local's range logic (plugins v1.7.1,
@@ -24,12 +28,16 @@ type addrRange struct {
 	gateway netip.Addr   // never handed out
 }
 
-// rangeJSON is a range as the network configuration writes it.
+// rangeJSON is a range as the network configuration writes it, in
+// host-local's types (allocator.Range), so that a malformed address or
+// subnet is refused by the same parser with the same message: net.IP's
+// ("invalid IP address: 10.1.2") and types.IPNet's ("invalid CIDR
+// address: 10.1.2.0/33").
 type rangeJSON struct {
-	RangeStart string `json:"rangeStart,omitempty"`
-	RangeEnd   string `json:"rangeEnd,omitempty"`
-	Subnet     string `json:"subnet"`
-	Gateway    string `json:"gateway,omitempty"`
+	RangeStart net.IP      `json:"rangeStart,omitempty"`
+	RangeEnd   net.IP      `json:"rangeEnd,omitempty"`
+	Subnet     types.IPNet `json:"subnet"`
+	Gateway    net.IP      `json:"gateway,omitempty"`
 }
 
 // rangeSet is one entry of "ranges": ranges of one address family, from
@@ -88,72 +96,134 @@ func parseAddr(s string) (netip.Addr, error) {
 	return a.Unmap(), nil
 }
 
-// newRange is host-local's Range.Canonicalize: the subnet must be the
-// network address and leave at least two addresses; the gateway defaults
-// to the subnet's first address, the start to the one after the network
-// address, and the end to the last address (before the broadcast address
-// for IPv4).
+// newRange is host-local's Range.Canonicalize, step for step and error for
+// error, on the net.IP values the configuration was read into: the subnet
+// must be the network address and leave at least two addresses; the
+// gateway defaults to the subnet's first address, the start to the one
+// after the network address, and the end to the last address (before the
+// broadcast address for IPv4). As there, the start is checked against the
+// end as given, so a start after the end is blamed on the start. The
+// canonical range is then carried as net/netip values.
 func newRange(rj rangeJSON) (addrRange, error) {
-	var r addrRange
-	p, err := netip.ParsePrefix(rj.Subnet)
-	if err != nil || p.Addr().Zone() != "" {
-		return r, fmt.Errorf("invalid subnet %q: want an address and a prefix length, such as 10.1.0.0/16", rj.Subnet)
+	subnetIP, err := canonicalIP(rj.Subnet.IP)
+	if err != nil {
+		return addrRange{}, err
 	}
-	if p.Addr().Is4In6() {
-		// net.ParseCIDR makes an IPv4-mapped subnet an IPv4 one.
-		if p.Bits() < 96 {
-			return r, fmt.Errorf("invalid subnet %q", rj.Subnet)
-		}
-		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	mask := rj.Subnet.Mask
+	subnet := &net.IPNet{IP: subnetIP, Mask: mask}
+	ones, bits := mask.Size()
+	if ones > bits-2 {
+		return addrRange{}, fmt.Errorf("Network %s too small to allocate from", subnet)
 	}
-	if p.Bits() > p.Addr().BitLen()-2 {
-		return r, fmt.Errorf("network %s too small to allocate from", p)
+	if len(subnetIP) != len(mask) {
+		return addrRange{}, fmt.Errorf("IPNet IP and Mask version mismatch")
 	}
-	if p.Masked() != p {
-		return r, fmt.Errorf("network has host bits set: for a subnet mask of length %d the network address is %s", p.Bits(), p.Masked().Addr())
+	if network := subnetIP.Mask(mask); !subnetIP.Equal(network) {
+		return addrRange{}, fmt.Errorf("Network has host bits set. For a subnet mask of length %d the network address is %s", ones, network)
 	}
-	r.subnet = p
-	r.gateway = p.Addr().Next()
-	if rj.Gateway != "" {
-		if r.gateway, err = parseAddr(rj.Gateway); err != nil {
-			return r, fmt.Errorf("gateway: %w", err)
+	c := canonRange{subnet: subnet, start: rj.RangeStart, end: rj.RangeEnd}
+	gateway := nextIP(subnetIP)
+	if rj.Gateway != nil {
+		if gateway, err = canonicalIP(rj.Gateway); err != nil {
+			return addrRange{}, err
 		}
 	}
-	r.start = p.Addr().Next()
-	if rj.RangeStart != "" {
-		if r.start, err = parseAddr(rj.RangeStart); err != nil {
-			return r, fmt.Errorf("rangeStart: %w", err)
+	if c.start != nil {
+		if c.start, err = canonicalIP(c.start); err != nil {
+			return addrRange{}, err
 		}
-		if !r.inSubnet(r.start) {
-			return r, fmt.Errorf("rangeStart %s not in network %s", r.start, p)
+		if !c.contains(c.start) {
+			return addrRange{}, fmt.Errorf("RangeStart %s not in network %s", c.start, subnet)
 		}
+	} else {
+		c.start = nextIP(subnetIP)
 	}
-	r.end = lastAddr(p)
-	if rj.RangeEnd != "" {
-		end, err := parseAddr(rj.RangeEnd)
-		if err != nil {
-			return r, fmt.Errorf("rangeEnd: %w", err)
+	if c.end != nil {
+		if c.end, err = canonicalIP(c.end); err != nil {
+			return addrRange{}, err
 		}
-		if !r.inSubnet(end) || end.Less(r.start) {
-			return r, fmt.Errorf("rangeEnd %s not in network %s", end, p)
+		if !c.contains(c.end) {
+			return addrRange{}, fmt.Errorf("RangeEnd %s not in network %s", c.end, subnet)
 		}
-		r.end = end
+	} else {
+		c.end = lastIP(subnetIP, mask)
 	}
-	return r, nil
+	return c.addrRange(gateway), nil
 }
 
-// lastAddr is the last address of p, or the one before it for IPv4 (the
-// broadcast address).
-func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Addr().AsSlice()
-	for i := range b {
-		ones := min(max(p.Bits()-8*i, 0), 8)
-		b[i] |= byte(0xff >> ones)
+// canonRange is a range while newRange canonicalises it, in host-local's
+// net.IP form; start and end may still be nil (not given).
+type canonRange struct {
+	subnet     *net.IPNet // canonical
+	start, end net.IP
+}
+
+// contains is host-local's Range.Contains: the address's family and
+// subnet, and not before the start or after the end, each only when set.
+func (c canonRange) contains(ip net.IP) bool {
+	ip, err := canonicalIP(ip)
+	if err != nil || len(ip) != len(c.subnet.IP) || !c.subnet.Contains(ip) {
+		return false
 	}
-	a, _ := netip.AddrFromSlice(b)
-	if a.Is4() {
-		a = a.Prev()
+	return (c.start == nil || cmpIP(ip, c.start) >= 0) && (c.end == nil || cmpIP(ip, c.end) <= 0)
+}
+
+func (c canonRange) addrRange(gateway net.IP) addrRange {
+	ones, _ := c.subnet.Mask.Size()
+	return addrRange{
+		subnet:  netip.PrefixFrom(toAddr(c.subnet.IP), ones),
+		start:   toAddr(c.start),
+		end:     toAddr(c.end),
+		gateway: toAddr(gateway),
 	}
+}
+
+// canonicalIP is host-local's canonicalizeIP: an IPv4 address in its 4
+// bytes, an IPv6 one in its 16, anything else (nil: not given) an error.
+func canonicalIP(ip net.IP) (net.IP, error) {
+	if v4 := ip.To4(); v4 != nil {
+		return v4, nil
+	}
+	if v6 := ip.To16(); v6 != nil {
+		return v6, nil
+	}
+	return nil, fmt.Errorf("IP %s not v4 nor v6", ip)
+}
+
+// cmpIP is pkg/ip.Cmp: addresses compared as numbers, an IPv4 one as its
+// 32 bits.
+func cmpIP(a, b net.IP) int {
+	return bytes.Compare(as16(a), as16(b))
+}
+
+func as16(ip net.IP) []byte {
+	if v4 := ip.To4(); v4 != nil {
+		return append(make([]byte, 12, 16), v4...)
+	}
+	return ip.To16()
+}
+
+// nextIP is pkg/ip.NextIP: the address after ip, in ip's length.
+func nextIP(ip net.IP) net.IP {
+	return toAddr(ip).Next().AsSlice()
+}
+
+// lastIP is host-local's lastIP: the subnet's last address, less one for
+// IPv4 (the broadcast address).
+func lastIP(subnetIP net.IP, mask net.IPMask) net.IP {
+	end := make(net.IP, len(subnetIP))
+	for i := range subnetIP {
+		end[i] = subnetIP[i] | ^mask[i]
+	}
+	if len(end) == net.IPv4len {
+		end[3]--
+	}
+	return end
+}
+
+// toAddr converts a canonical net.IP (4 or 16 bytes).
+func toAddr(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip)
 	return a
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -14,11 +15,19 @@ func mustSet(t *testing.T, subnets ...string) rangeSet {
 	t.Helper()
 	var raw []rangeJSON
 	for _, s := range subnets {
-		raw = append(raw, rangeJSON{Subnet: s})
+		raw = append(raw, mustRangeJSON(t, `{"subnet": "`+s+`"}`))
 	}
 	s, err := newRangeSet(raw)
 	require.NoError(t, err)
 	return s
+}
+
+// mustRangeJSON reads a range as the network configuration writes it.
+func mustRangeJSON(t *testing.T, s string) rangeJSON {
+	t.Helper()
+	var r rangeJSON
+	require.NoError(t, json.Unmarshal([]byte(s), &r))
+	return r
 }
 
 func addrs(ss ...string) []netip.Addr {
@@ -136,34 +145,38 @@ func TestTakenByUnreadableFile(t *testing.T) {
 	assert.Equal(t, netip.MustParseAddr("10.0.0.2"), got)
 }
 
-// Ported from host-local's range_test.go: defaults, and what a range
-// must be.
+// Host-local's Range.Canonicalize (range_test.go, exec'd against the
+// real host-local by upstream_range_test.go), at the function: defaults,
+// and what a range must be, with host-local's messages.
 func TestNewRange(t *testing.T) {
 	for _, c := range []struct {
-		name                    string
-		in                      rangeJSON
-		start, end, gw, errPart string
+		name                string
+		in                  string // the range's JSON
+		start, end, gw, err string
 	}{
-		{name: "IPv4 defaults", in: rangeJSON{Subnet: "192.0.2.0/24"}, start: "192.0.2.1", end: "192.0.2.254", gw: "192.0.2.1"},
-		{name: "a smaller IPv4 subnet", in: rangeJSON{Subnet: "192.0.2.0/25"}, start: "192.0.2.1", end: "192.0.2.126", gw: "192.0.2.1"},
-		{name: "IPv6 defaults", in: rangeJSON{Subnet: "2001:db8:1::/64"}, start: "2001:db8:1::1", end: "2001:db8:1:0:ffff:ffff:ffff:ffff", gw: "2001:db8:1::1"},
-		{name: "all fields", in: rangeJSON{Subnet: "192.0.2.0/24", RangeStart: "192.0.2.40", RangeEnd: "192.0.2.50", Gateway: "192.0.2.254"}, start: "192.0.2.40", end: "192.0.2.50", gw: "192.0.2.254"},
-		{name: "an IPv4-mapped subnet is IPv4", in: rangeJSON{Subnet: "::ffff:192.0.2.0/120"}, start: "192.0.2.1", end: "192.0.2.254", gw: "192.0.2.1"},
-		{name: "masked IPv4 address", in: rangeJSON{Subnet: "192.0.2.12/24"}, errPart: "host bits set"},
-		{name: "masked IPv6 address", in: rangeJSON{Subnet: "2001:db8:1::12/64"}, errPart: "host bits set"},
-		{name: "too small", in: rangeJSON{Subnet: "192.0.2.0/31"}, errPart: "too small"},
-		{name: "no prefix", in: rangeJSON{Subnet: "192.0.2.0"}, errPart: "invalid subnet"},
-		{name: "a zone", in: rangeJSON{Subnet: "fe80::%eth0/64"}, errPart: "invalid subnet"},
-		{name: "start outside", in: rangeJSON{Subnet: "192.0.2.0/24", RangeStart: "192.0.3.1"}, errPart: "rangeStart"},
-		{name: "end outside", in: rangeJSON{Subnet: "192.0.2.0/24", RangeEnd: "192.0.3.1"}, errPart: "rangeEnd"},
-		{name: "end before start", in: rangeJSON{Subnet: "192.0.2.0/24", RangeStart: "192.0.2.50", RangeEnd: "192.0.2.40"}, errPart: "rangeEnd"},
-		{name: "start of the other family", in: rangeJSON{Subnet: "192.0.2.0/24", RangeStart: "2001:db8::1"}, errPart: "rangeStart"},
-		{name: "bad gateway", in: rangeJSON{Subnet: "192.0.2.0/24", Gateway: "192.0.2"}, errPart: "gateway"},
+		{name: "IPv4 defaults", in: `{"subnet": "192.0.2.0/24"}`, start: "192.0.2.1", end: "192.0.2.254", gw: "192.0.2.1"},
+		{name: "a smaller IPv4 subnet", in: `{"subnet": "192.0.2.0/25"}`, start: "192.0.2.1", end: "192.0.2.126", gw: "192.0.2.1"},
+		{name: "IPv6 defaults", in: `{"subnet": "2001:db8:1::/64"}`, start: "2001:db8:1::1", end: "2001:db8:1:0:ffff:ffff:ffff:ffff", gw: "2001:db8:1::1"},
+		{name: "all fields", in: `{"subnet": "192.0.2.0/24", "rangeStart": "192.0.2.40", "rangeEnd": "192.0.2.50", "gateway": "192.0.2.254"}`, start: "192.0.2.40", end: "192.0.2.50", gw: "192.0.2.254"},
+		{name: "the network address as the start", in: `{"subnet": "192.0.2.0/30", "rangeStart": "192.0.2.0", "rangeEnd": "192.0.2.3"}`, start: "192.0.2.0", end: "192.0.2.3", gw: "192.0.2.1"},
+		{name: "a gateway of the other family", in: `{"subnet": "192.0.2.0/24", "gateway": "2001:db8::1"}`, start: "192.0.2.1", end: "192.0.2.254", gw: "2001:db8::1"},
+		{name: "an IPv4-mapped subnet", in: `{"subnet": "::ffff:192.0.2.0/120"}`, err: "IPNet IP and Mask version mismatch"},
+		{name: "an IPv4-mapped subnet too small", in: `{"subnet": "::ffff:192.0.2.0/127"}`, err: "Network 192.0.2.0/31 too small to allocate from"},
+		{name: "masked IPv4 address", in: `{"subnet": "192.0.2.12/24"}`, err: "Network has host bits set. For a subnet mask of length 24 the network address is 192.0.2.0"},
+		{name: "masked IPv6 address", in: `{"subnet": "2001:db8:1::12/64"}`, err: "Network has host bits set. For a subnet mask of length 64 the network address is 2001:db8:1::"},
+		{name: "too small", in: `{"subnet": "192.0.2.0/31"}`, err: "Network 192.0.2.0/31 too small to allocate from"},
+		{name: "no subnet", in: `{"rangeStart": "192.0.2.1"}`, err: "IP <nil> not v4 nor v6"},
+		{name: "start outside", in: `{"subnet": "192.0.2.0/24", "rangeStart": "192.0.3.1"}`, err: "RangeStart 192.0.3.1 not in network 192.0.2.0/24"},
+		{name: "end outside", in: `{"subnet": "192.0.2.0/24", "rangeEnd": "192.0.3.1"}`, err: "RangeEnd 192.0.3.1 not in network 192.0.2.0/24"},
+		{name: "end before start", in: `{"subnet": "192.0.2.0/24", "rangeStart": "192.0.2.50", "rangeEnd": "192.0.2.40"}`, err: "RangeStart 192.0.2.50 not in network 192.0.2.0/24"},
+		{name: "end before the default start", in: `{"subnet": "192.0.2.0/24", "rangeEnd": "192.0.2.0"}`, err: "RangeEnd 192.0.2.0 not in network 192.0.2.0/24"},
+		{name: "start of the other family", in: `{"subnet": "192.0.2.0/24", "rangeStart": "2001:db8::1"}`, err: "RangeStart 2001:db8::1 not in network 192.0.2.0/24"},
+		{name: "end of the other family", in: `{"subnet": "192.0.2.0/24", "rangeEnd": "2001:db8::1"}`, err: "RangeEnd 2001:db8::1 not in network 192.0.2.0/24"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r, err := newRange(c.in)
-			if c.errPart != "" {
-				assert.ErrorContains(t, err, c.errPart)
+			r, err := newRange(mustRangeJSON(t, c.in))
+			if c.err != "" {
+				assert.EqualError(t, err, c.err)
 				return
 			}
 			require.NoError(t, err)
@@ -171,5 +184,16 @@ func TestNewRange(t *testing.T) {
 			assert.Equal(t, c.end, r.end.String())
 			assert.Equal(t, c.gw, r.gateway.String())
 		})
+	}
+
+	// What the configuration's parser refuses, with net.IP's and
+	// types.IPNet's own messages.
+	for in, want := range map[string]string{
+		`{"subnet": "192.0.2.0"}`:                          "invalid CIDR address: 192.0.2.0",
+		`{"subnet": "fe80::%eth0/64"}`:                     "invalid CIDR address: fe80::%eth0/64",
+		`{"subnet": "192.0.2.0/24", "gateway": "192.0.2"}`: "invalid IP address: 192.0.2",
+	} {
+		var r rangeJSON
+		assert.EqualError(t, json.Unmarshal([]byte(in), &r), want, in)
 	}
 }

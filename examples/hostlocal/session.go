@@ -12,6 +12,7 @@ import (
 
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/migrate"
+	"github.com/phaseshift/phaseshift/source"
 	"github.com/phaseshift/phaseshift/source/hostlocal"
 )
 
@@ -59,36 +60,26 @@ func openSession(ctx context.Context, c *config, tr *tracer) (*session, error) {
 	// Phase 0 opens the checkpoint too: its Restore marks the file as
 	// superseded by a phase-0 run (once per boot), so that a later phase 3
 	// refuses it instead of serving what host-local has changed since.
-	cp, err := checkpoint.Open[key, alloc](ctx, c.checkpoint, checkpoint.WithBootID(bootID))
+	// A wait for another exec's lock is logged (with its PID) to stderr,
+	// which the runtime keeps.
+	cp, err := checkpoint.Open[key, alloc](ctx, c.checkpoint, append(checkpointOptions(), checkpoint.WithLogger(logger()))...)
 	if err != nil {
 		return nil, err
 	}
 	tr.mark("open")
 	s := &session{c: c}
-	cfg := migrate.Config[key, alloc]{
-		Phase:      c.phase,
-		Checkpoint: cp,
-		Equal:      sameIPs,
-		Version:    pluginVersion,
-		Logger:     logger(),
-		// Every exec restores: only a legacy whose writes the next exec
-		// sees may be trusted, as host-local's files are.
-		ShortLived: true,
-	}
-	// Phases 0 to 2 read and write host-local's files. Phase 3 leaves them
-	// alone: a legacy still configured in phase 3 is read only to compare,
-	// and these files, no longer written, would differ at every exec.
+	// Left nil, not a nil *hostlocal.Source, in phase 3: New tells them
+	// apart.
+	var legacy source.Reader[key, alloc]
 	if c.phase.WritesLegacy() {
-		src, err := hostlocal.Open(c.dataDir, c.network, hostlocal.WithRangeIndex(c.rangeIndex))
+		src, err := openLegacy(ctx, c)
 		if err != nil {
 			return nil, errors.Join(err, cp.Close())
 		}
-		if err := src.Lock(ctx); err != nil {
-			return nil, errors.Join(err, src.Close(), cp.Close())
-		}
 		tr.mark("lock")
-		s.src, cfg.Legacy = src, src
+		s.src, legacy = src, src
 	}
+	cfg := storeConfig(c.phase, legacy, cp, logger())
 	st, err := migrate.New(cfg)
 	if err != nil {
 		return nil, errors.Join(err, s.closeSource(), cp.Close())
@@ -107,6 +98,51 @@ func openSession(ctx context.Context, c *config, tr *tracer) (*session, error) {
 	tr.mark("restore")
 	tr.restored(st)
 	return s, nil
+}
+
+// checkpointOptions are what every exec opens the checkpoint with (and
+// rollout_test.go's matrix): the boot it runs in, so that a checkpoint of
+// an earlier boot, whose containers died with it, is discarded.
+func checkpointOptions() []checkpoint.Option {
+	return []checkpoint.Option{checkpoint.WithBootID(bootID)}
+}
+
+// openLegacy opens host-local's files of c's network and takes host-local's
+// lock: step 2 of the lock order of package source/hostlocal, after the
+// checkpoint's.
+func openLegacy(ctx context.Context, c *config) (*hostlocal.Source, error) {
+	src, err := hostlocal.Open(c.dataDir, c.network, hostlocal.WithRangeIndex(c.rangeIndex))
+	if err != nil {
+		return nil, err
+	}
+	if err := src.Lock(ctx); err != nil {
+		return nil, errors.Join(err, src.Close())
+	}
+	return src, nil
+}
+
+// storeConfig is the configuration of one exec's Store in phase, over
+// host-local's files (legacy, an explicit one: the Store writes it) and the
+// checkpoint. openSession builds every exec's Store from it, and
+// rollout_test.go proves every rollout of it safe.
+func storeConfig(phase migrate.Phase, legacy source.Reader[key, alloc], cp migrate.Checkpoint[key, alloc], log *zap.Logger) migrate.Config[key, alloc] {
+	cfg := migrate.Config[key, alloc]{
+		Phase:      phase,
+		Checkpoint: cp,
+		Equal:      sameIPs,
+		Version:    pluginVersion,
+		Logger:     log,
+		// Every exec restores: only a legacy whose writes the next exec
+		// sees may be trusted, as host-local's files are.
+		ShortLived: true,
+	}
+	// Phases 0 to 2 read and write host-local's files. Phase 3 leaves them
+	// alone: a legacy still configured in phase 3 is read only to compare,
+	// and these files, no longer written, would differ at every exec.
+	if phase.WritesLegacy() {
+		cfg.Legacy = legacy
+	}
+	return cfg
 }
 
 // close releases host-local's lock, for which old binaries may be

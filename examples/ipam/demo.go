@@ -328,8 +328,9 @@ type daemon struct {
 	out *bufio.Scanner
 }
 
-func startDaemon(ctx context.Context, self, endpoint, state string, p migrate.Phase) (*daemon, *reportJSON, error) {
-	cmd := exec.CommandContext(ctx, self, "--serve", "--cri", endpoint, "--state", state, "--phase", p.String(), "--lock-wait", "10s")
+func startDaemon(ctx context.Context, self, endpoint, state string, p migrate.Phase, flags ...string) (*daemon, *reportJSON, error) {
+	args := append([]string{"--serve", "--cri", endpoint, "--state", state, "--phase", p.String(), "--lock-wait", "10s"}, flags...)
+	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Env = append(os.Environ(), "PHASESHIFT_IPAM_DAEMON=1")
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()

@@ -53,6 +53,25 @@
 // phase says it writes. It is an example, not a CNI plugin: it assigns no
 // address to any real pod.
 //
+//	ipam --cri unix:///run/containerd/containerd.sock --serve --metrics :9100
+//
+// stays up instead, answering ADD and DEL commands on stdin (JSON lines, as
+// the demo's daemons do), and serves Prometheus metrics at /metrics while
+// it does: package metrics' Collector over its Store (the README lists
+// them; metrics/phaseshift.rules.yml gates a rollout on them) and Go's
+// runtime and process metrics. --metrics and --control-socket need
+// --serve, and every flag needs --cri (without it ipam plays the demo,
+// which takes none): a flag that would be ignored is an error at start.
+//
+// # The operator's repair on a live node
+//
+// With --serve --control-socket the daemon serves its Store on
+// <state>.control.sock (package migrate/control, owner-only), and the
+// phaseshift command (checkpoint/cmd/phaseshift) lists, reads and deletes
+// entries through it while the daemon runs:
+//
+//	phaseshift delete /var/run/ipam.json '{"network":"demo-net","containerID":"c1","ifName":"eth0"}'
+//
 // # Caveats
 //
 //   - The allocator serialises ADDs and DELs and keeps one address per

@@ -13,10 +13,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/metrics"
 	"github.com/phaseshift/phaseshift/migrate"
+	"github.com/phaseshift/phaseshift/migrate/control"
+	"github.com/phaseshift/phaseshift/source"
 	"github.com/phaseshift/phaseshift/source/cri"
 )
 
@@ -59,9 +63,18 @@ const Schema = 2
 
 func sameEntry(k, v json.RawMessage) (json.RawMessage, json.RawMessage, error) { return k, v, nil }
 
+// checkpointOptions are the options every opening of the state file uses
+// (and rollout_test.go): this binary's schema, and the boot epoch - the
+// pods an allocation belongs to die with a reboot, so a state file that
+// outlives one (--state on a disk rather than on /var/run's tmpfs) must be
+// discarded, not served.
+func checkpointOptions() []checkpoint.Option {
+	return []checkpoint.Option{checkpoint.WithSchema(Schema), checkpoint.WithUpgrade(1, sameEntry), checkpoint.WithBootID(nil)}
+}
+
 // openCheckpoint opens the state file with this binary's schema.
 func openCheckpoint(ctx context.Context, path string, opts ...checkpoint.Option) (*checkpoint.File[Key, Alloc], error) {
-	opts = append(opts, checkpoint.WithSchema(Schema), checkpoint.WithUpgrade(1, sameEntry))
+	opts = append(opts, checkpointOptions()...)
 	return checkpoint.Open[Key, Alloc](ctx, path, opts...)
 }
 
@@ -85,7 +98,7 @@ func fromSandbox(s cri.Sandbox) (Key, Alloc, bool) {
 }
 
 // ErrPoolExhausted is returned by Add when every address is assigned.
-var ErrPoolExhausted = errors.New("ipam: no free address in the pool")
+var ErrPoolExhausted = errors.New("no free address in the pool")
 
 // IPAM assigns addresses from one prefix, keeping its assignments in a
 // migrate.Store. All methods are safe for concurrent use: every assignment
@@ -93,8 +106,9 @@ var ErrPoolExhausted = errors.New("ipam: no free address in the pool")
 // turn comes and records it in the same commit; concurrent ADDs are
 // group-committed.
 type IPAM struct {
-	store *migrate.Store[Key, Alloc]
-	pool  netip.Prefix
+	store   *migrate.Store[Key, Alloc]
+	pool    netip.Prefix
+	metrics *metrics.Collector // the store's metrics, from its restore on
 }
 
 // Options configure Open.
@@ -109,31 +123,46 @@ type Options struct {
 	WriterName string
 }
 
+// storeConfig is the configuration of the daemon's Store in o.Phase, over
+// legacy (CRI's sandboxes as fromSandbox shows them; nil for none) and the
+// checkpoint (nil in phase 0, the old binary). Open builds the daemon's
+// Store from it, and matrix_test.go proves every rollout of it safe: CRI is
+// an implicit legacy with placeholder keys, which needs Match and Equal.
+func storeConfig(o Options, legacy source.Reader[Key, Alloc], cp migrate.Checkpoint[Key, Alloc]) migrate.Config[Key, Alloc] {
+	return migrate.Config[Key, Alloc]{
+		Phase:      o.Phase,
+		Legacy:     legacy,
+		Checkpoint: cp,
+		Match:      byContainer,
+		Equal:      sameIPs,
+		Strict:     o.Strict,
+		Version:    o.WriterName,
+		Logger:     o.Logger,
+	}
+}
+
 // Open takes the checkpoint's lock, restores, and returns the IPAM with the
 // restore report. Phase 0 is the old binary: it does not touch the file.
 func Open(ctx context.Context, o Options) (*IPAM, migrate.Report[Key], error) {
-	cfg := migrate.Config[Key, Alloc]{
-		Phase:   o.Phase,
-		Match:   byContainer,
-		Equal:   sameIPs,
-		Strict:  o.Strict,
-		Version: o.WriterName,
-		Logger:  o.Logger,
-	}
+	// Interfaces left nil, not holding a nil pointer, where a side is
+	// absent: New tells the two apart.
+	var legacy source.Reader[Key, Alloc]
 	if o.Lister != nil {
-		legacy, err := cri.Reader(o.Lister, fromSandbox)
+		l, err := cri.Reader(o.Lister, fromSandbox)
 		if err != nil {
 			return nil, migrate.Report[Key]{}, err
 		}
-		cfg.Legacy = legacy
+		legacy = l
 	}
+	var cp migrate.Checkpoint[Key, Alloc]
 	if o.Phase != migrate.PhaseLegacy {
 		f, err := openCheckpoint(ctx, o.StatePath, checkpoint.WithLockWait(o.LockWait), checkpoint.WithLogger(o.Logger))
 		if err != nil {
 			return nil, migrate.Report[Key]{}, err
 		}
-		cfg.Checkpoint = f
+		cp = f
 	}
+	cfg := storeConfig(o, legacy, cp)
 	store, err := migrate.New(cfg)
 	if err != nil {
 		if c, ok := cfg.Checkpoint.(*checkpoint.File[Key, Alloc]); ok {
@@ -142,6 +171,15 @@ func Open(ctx context.Context, o Options) (*IPAM, migrate.Report[Key], error) {
 		return nil, migrate.Report[Key]{}, err
 	}
 	rep, err := store.Restore(ctx)
+	if err != nil {
+		store.Close()
+		return nil, rep, err
+	}
+	var mopts []metrics.Option
+	if f, ok := cfg.Checkpoint.(*checkpoint.File[Key, Alloc]); ok {
+		mopts = append(mopts, metrics.WithCheckpoint(f))
+	}
+	col, err := metrics.New(store, rep, mopts...)
 	if err != nil {
 		store.Close()
 		return nil, rep, err
@@ -157,7 +195,7 @@ func Open(ctx context.Context, o Options) (*IPAM, migrate.Report[Key], error) {
 			seen[ip] = k
 		}
 	}
-	return &IPAM{store: store, pool: o.Pool}, rep, nil
+	return &IPAM{store: store, pool: o.Pool, metrics: col}, rep, nil
 }
 
 // Add assigns an address to key (a CNI ADD) for pod (zero if the runtime
@@ -179,7 +217,7 @@ func (m *IPAM) Add(ctx context.Context, key Key, pod PodRef) (Alloc, error) {
 		}
 		ip, n, ok := m.free(tx.All())
 		if !ok {
-			return fmt.Errorf("%w %s (%d assigned)", ErrPoolExhausted, m.pool, n)
+			return fmt.Errorf("ipam: %w %s (%d assigned)", ErrPoolExhausted, m.pool, n)
 		}
 		out = Alloc{IPs: []netip.Addr{ip}, Allocated: time.Now().UTC().Truncate(time.Second), Pod: pod}
 		tx.Put(key, out)
@@ -283,8 +321,16 @@ func (m *IPAM) Entries() map[Key]Alloc {
 	return out
 }
 
-// Stats returns the store's counters, for metrics.
-func (m *IPAM) Stats() migrate.Stats { return m.store.Stats() }
+// Metrics returns the Prometheus collector of the store (package
+// metrics): what --metrics serves.
+func (m *IPAM) Metrics() prometheus.Collector { return m.metrics }
+
+// ServeControl serves the store on the control socket of the checkpoint at
+// statePath (package migrate/control), for the phaseshift command's list,
+// get and delete while the daemon runs. Close the server before the IPAM.
+func (m *IPAM) ServeControl(statePath string, log *zap.Logger) (*control.Server[Key, Alloc], error) {
+	return control.Listen(control.SocketPath(statePath), m.store, control.WithLogger(log))
+}
 
 // Close closes the store and releases the checkpoint's lock.
 func (m *IPAM) Close() error { return m.store.Close() }

@@ -167,7 +167,7 @@ func TestFlags(t *testing.T) {
 	c, err := parseFlags(nil, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Equal(t, migrate.PhaseMigrate, c.phase, "the environment sets the phase")
-	c, err = parseFlags([]string{"--phase", "1"}, &bytes.Buffer{})
+	c, err = parseFlags([]string{"--cri", "unix:///x", "--phase", "1"}, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Equal(t, migrate.PhaseExpand, c.phase, "the flag wins")
 

@@ -35,6 +35,7 @@ type config struct {
 	verbose  bool
 	lockWait time.Duration
 	metrics  string // listen address of /metrics; empty: none
+	control  bool   // with serve: the Store on its control socket
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -51,6 +52,14 @@ With --cri it restores on a real node (phase from --phase or %s),
 prints what it restored and from where, and exits:
 
   ipam --cri unix:///run/containerd/containerd.sock --state /var/run/ipam.json --phase expand
+
+With --serve as well it stays up and answers ADD/DEL commands on stdin,
+and with --metrics as well it serves Prometheus metrics while it does:
+
+  ipam --cri unix:///run/containerd/containerd.sock --serve --metrics :9100
+
+Every other flag needs --cri, and --metrics and --control-socket need
+--serve: a flag that would be ignored is an error.
 
 Flags:
 `, envPhase)
@@ -74,7 +83,8 @@ Flags:
 	fs.BoolVar(&c.strict, "error-on-failure-to-restore", false, "fail on anything restore cannot read, instead of logging it and going on")
 	fs.BoolVar(&c.verbose, "v", false, "log to stderr")
 	fs.DurationVar(&c.lockWait, "lock-wait", 5*time.Second, "how long to wait for another instance to release the checkpoint")
-	fs.StringVar(&c.metrics, "metrics", "", "with --serve, serve Prometheus metrics on this address (e.g. :9100) at /metrics")
+	fs.StringVar(&c.metrics, "metrics", "", "with --cri and --serve, serve Prometheus metrics (package metrics) on this address (e.g. :9100) at /metrics")
+	fs.BoolVar(&c.control, "control-socket", false, "with --cri and --serve, serve the store on --state's control socket (<state>.control.sock, owner-only) for the phaseshift command's list, get and delete")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -86,7 +96,26 @@ Flags:
 		return c, fmt.Errorf("--pool: %w", err)
 	}
 	c.pool = p.Masked()
-	return c, nil
+	return c, usable(fs, c)
+}
+
+// usable refuses a combination of flags of which one would be ignored:
+// without --cri ipam plays the demo, which takes no flags, and without
+// --serve it restores, prints and exits, leaving nothing to scrape.
+func usable(fs *flag.FlagSet, c config) error {
+	var set []string
+	fs.Visit(func(f *flag.Flag) { set = append(set, "--"+f.Name) })
+	switch {
+	case c.endpoint == "" && slices.Contains(set, "--cri"):
+		return errors.New("--cri: no endpoint given (e.g. unix:///run/containerd/containerd.sock)")
+	case c.endpoint == "" && len(set) > 0:
+		return fmt.Errorf("%s: only with --cri (without it ipam plays the demo, which takes no flags)", strings.Join(set, ", "))
+	case c.metrics != "" && !c.serve:
+		return errors.New("--metrics: only with --serve (without it ipam restores, prints what it restored and exits: nothing would be scraped)")
+	case c.control && !c.serve:
+		return errors.New("--control-socket: only with --serve (without it ipam restores, prints what it restored and exits: nothing would answer the socket)")
+	}
+	return nil
 }
 
 func main() {
@@ -144,11 +173,20 @@ func node(ctx context.Context, c config, stdin io.Reader, stdout, stderr io.Writ
 	defer m.Close()
 	if c.serve {
 		if c.metrics != "" {
-			stop, err := serveMetrics(c.metrics, m.Stats)
+			stop, err := serveMetrics(c.metrics, m.Metrics(), stderr)
 			if err != nil {
 				return err
 			}
 			defer stop()
+		}
+		if c.control {
+			// Closed before m (defers run last first): the socket never
+			// outlives the Store, nor the checkpoint's lock.
+			srv, err := m.ServeControl(c.state, log)
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
 		}
 		return serve(ctx, m, rep, c.network, stdin, stdout)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/migrate"
+	"github.com/phaseshift/phaseshift/migrate/control"
 )
 
 // phaseEnv is the environment variable that gives the phase when --phase
@@ -44,6 +45,7 @@ type options struct {
 	lockWait  time.Duration
 	logLevel  zapcore.Level
 	logFormat string
+	control   bool // the store on --state's control socket, for the phaseshift command
 }
 
 // parseFlags reads args, then the environment for what args leave unset.
@@ -59,6 +61,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&o.lockWait, "lock-wait", 5*time.Second, "how long to wait for another instance to release --state before failing")
 	fs.TextVar(&o.logLevel, "log-level", o.logLevel, "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "log `format`: json or console")
+	fs.BoolVar(&o.control, "control-socket", false, "serve the store on --state's control socket (<state>.control.sock, owner-only) for the phaseshift command's list, get and delete")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: vmproxy [flags]
 
@@ -141,6 +144,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		fmt.Fprintf(stderr, "vmproxy: %v\n", err)
 		return 1
 	}
+	var ctl *control.Server[string, VM]
+	if o.control {
+		if ctl, err = control.Listen(control.SocketPath(o.state), p.store, control.WithLogger(log)); err != nil {
+			_ = ln.Close()
+			_ = p.Close()
+			log.Error("cannot start", zap.Error(err))
+			fmt.Fprintf(stderr, "vmproxy: %v\n", err)
+			return 1
+		}
+	}
 	srv := newServer(context.WithoutCancel(ctx), p, ln, log)
 	served := make(chan error, 1)
 	go func() { served <- srv.serve() }()
@@ -157,7 +170,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		srv.shutdown(shutdownGrace)
 		code = 1
 	}
-	// The socket went first (shutdown removes it), the lock goes last:
+	if ctl != nil {
+		if err := ctl.Close(); err != nil {
+			log.Error("closing the control socket", zap.Error(err))
+		}
+	}
+	// The sockets went first (shutdown removes them), the lock goes last:
 	// once the lock is released a new instance may create its own socket
 	// at the same path, which removing ours afterwards would delete.
 	if err := p.Close(); err != nil {
@@ -183,7 +201,7 @@ func explain(err error, o options) string {
 		fmt.Fprintf(&b, "the file was left untouched. Look at it (jq . %s), then either:\n", o.state)
 		fmt.Fprintf(&b, "  - restart without --error-on-failure-to-restore: the unreadable file or entries are moved aside to %s.corrupt-<time> and the proxy starts with what it can read;\n", o.state)
 		if _, err := os.Stat(o.state + ".prev"); err == nil {
-			fmt.Fprintf(&b, "  - or restore the previous version by hand (cp %s.prev %s), which lacks the last change;\n", o.state, o.state)
+			fmt.Fprintf(&b, "  - or put the previous version back (phaseshift restore-prev %s), which lacks the last change and keeps this file as %s.before-restore-prev-<time>;\n", o.state, o.state)
 		}
 		fmt.Fprintf(&b, "  - or move it aside (mv %s %s.bad) to start empty", o.state, o.state)
 	default:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"io"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/migrate"
+	"github.com/phaseshift/phaseshift/migrate/control"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -75,7 +77,7 @@ func TestRun(t *testing.T) {
 	stderr := &syncBuffer{}
 	exit := make(chan int, 1)
 	go func() {
-		exit <- run(ctx, []string{"--socket", e.socket, "--state", e.state, "--log-level", "debug"}, func(string) string { return "" }, stderr)
+		exit <- run(ctx, []string{"--socket", e.socket, "--state", e.state, "--log-level", "debug", "--control-socket"}, func(string) string { return "" }, stderr)
 	}()
 
 	deadline := time.Now().Add(10 * time.Second)
@@ -92,7 +94,15 @@ func TestRun(t *testing.T) {
 	}
 	c := e.dial(t)
 	c.ok(request{Op: "register", VM: "vm-1"})
+	c.ok(request{Op: "register", VM: "vm-2"})
 	e.dial(t) // an idle connection must not hold up shutdown
+	// The operator's command deletes through the control socket.
+	require.NoError(t, control.NewClient(control.SocketPath(e.state)).Delete(ctx, json.RawMessage(`"vm-2"`)))
+	var served []string
+	for _, vm := range c.ok(request{Op: "list"}).VMs {
+		served = append(served, vm.ID)
+	}
+	assert.Equal(t, []string{"vm-1"}, served, "the proxy no longer serves vm-2")
 
 	cancel()
 	select {
@@ -103,6 +113,7 @@ func TestRun(t *testing.T) {
 	}
 	_, err := os.Stat(e.socket)
 	assert.True(t, errors.Is(err, os.ErrNotExist), "the socket is removed")
+	assert.NoFileExists(t, control.SocketPath(e.state), "and the control socket")
 	_, err = c.try(request{Op: "list"})
 	assert.Error(t, err, "connections are closed")
 
@@ -113,5 +124,6 @@ func TestRun(t *testing.T) {
 	snap, err := f.Load(context.Background())
 	require.NoError(t, err)
 	assert.Contains(t, snap.Entries, "vm-1")
+	assert.NotContains(t, snap.Entries, "vm-2", "the file agrees with what the proxy served")
 	assert.Contains(t, stderr.String(), `"msg":"stopped"`)
 }

@@ -164,14 +164,50 @@ type proxyConfig struct {
 // Every record read is checked by validateVM: one the proxy would never
 // have stored is a bad entry, like one that does not decode.
 func openProxy(ctx context.Context, path string, lockWait time.Duration, cfg proxyConfig) (*proxy, migrate.Report[string], error) {
-	f, err := checkpoint.Open[string, VM](ctx, path,
-		checkpoint.WithLockWait(lockWait), checkpoint.WithLogger(cfg.Logger), checkpoint.WithBootID(nil),
-		checkpoint.WithValidate(validateVM))
+	opts := append(checkpointOptions(), checkpoint.WithLockWait(lockWait), checkpoint.WithLogger(cfg.Logger))
+	f, err := checkpoint.Open[string, VM](ctx, path, opts...)
 	if err != nil {
 		return nil, migrate.Report[string]{}, err
 	}
 	cfg.Checkpoint = f
 	return newProxy(ctx, cfg)
+}
+
+// checkpointOptions are what the state file is opened with, whoever opens
+// it (openProxy, and rollout_test.go's matrix): the kernel's boot ID, and
+// validateVM for every record read.
+func checkpointOptions() []checkpoint.Option {
+	return []checkpoint.Option{checkpoint.WithBootID(nil), checkpoint.WithValidate(validateVM)}
+}
+
+// storeConfig is the configuration of the proxy's Store in cfg.Phase, over
+// the registry (the legacy side: written in phases 0 to 2, left out in
+// phase 3) and cfg.Checkpoint. newProxy builds the Store from it, and
+// rollout_test.go proves every rollout of it safe.
+func storeConfig(cfg proxyConfig, registry source.Reader[string, VM]) migrate.Config[string, VM] {
+	mc := migrate.Config[string, VM]{
+		Phase:      cfg.Phase,
+		Checkpoint: cfg.Checkpoint,
+		Strict:     cfg.Strict,
+		// Best effort, as the cc-proxy review asked: with the registry
+		// in memory the checkpoint is the only copy, so by default an
+		// unreadable one would keep the proxy from starting at all; here
+		// it is moved aside (kept for an operator) and the proxy starts
+		// with the VMs it can read. --error-on-failure-to-restore refuses
+		// instead, leaving the file as it is. See README.md.
+		DiscardUnreadableCheckpoint: !cfg.Strict,
+		Version:                     writer(),
+		Logger:                      cfg.Logger,
+		// The registry lived in memory: it is empty after every restart,
+		// which says nothing about which VMs exist.
+		VolatileLegacy: true,
+	}
+	// Phase 3 does not write the registry, and would only compare the
+	// checkpoint with an empty one.
+	if cfg.Phase != migrate.PhaseContract {
+		mc.Legacy = registry
+	}
+	return mc
 }
 
 // newProxy builds the Store, restores it and returns the proxy serving
@@ -186,22 +222,8 @@ func newProxy(ctx context.Context, cfg proxyConfig) (*proxy, migrate.Report[stri
 	// brings them back, so a restored VM equals the one that was stored.
 	now := func() time.Time { return time.Now().UTC().Round(0) }
 	p := &proxy{registry: new(source.Map[string, VM]), log: log, now: now, attached: map[string]bool{}}
-	mc := migrate.Config[string, VM]{
-		Phase:      cfg.Phase,
-		Checkpoint: cfg.Checkpoint,
-		Strict:     cfg.Strict,
-		Version:    writer(),
-		Logger:     log,
-		// The registry lived in memory: it is empty after every restart,
-		// which says nothing about which VMs exist.
-		VolatileLegacy: true,
-	}
-	// Phase 3 does not write the registry, and would only compare the
-	// checkpoint with an empty one.
-	if cfg.Phase != migrate.PhaseContract {
-		mc.Legacy = p.registry
-	}
-	store, err := migrate.New(mc)
+	cfg.Logger = log
+	store, err := migrate.New(storeConfig(cfg, p.registry))
 	if err != nil {
 		if c, ok := cfg.Checkpoint.(io.Closer); ok {
 			_ = c.Close()

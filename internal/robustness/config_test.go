@@ -132,3 +132,7 @@ func (f checkpointFunc) Load(ctx context.Context) (checkpoint.Snapshot[string, i
 func (f checkpointFunc) Save(context.Context, checkpoint.Snapshot[string, int]) error { return nil }
 
 func (f checkpointFunc) Quarantine(context.Context) (string, error) { return "", nil }
+
+func (f checkpointFunc) BootID() string { return "" }
+
+func (f checkpointFunc) Journal() checkpoint.JournalStatus { return checkpoint.JournalStatus{} }

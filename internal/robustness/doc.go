@@ -12,7 +12,13 @@
 // cannot be encoded, random operation sequences against a map model
 // (FuzzStoreOps), arbitrary checkpoint bytes, legacy lists and options at
 // Restore against a model of the restore rules written from migrate's docs
-// (FuzzRestore), file permissions, symlinks and secrets in logs, keys
+// (FuzzRestore), random rollouts of up to eight steps (this library in
+// phases 0 to 3 and the old binary, over an explicit, an observing and a
+// volatile legacy, with Match re-keys, crashes between a step's durable
+// writes, reboots, the journal and the schema going up and down, injected
+// faults and a corrupt checkpoint) against a model of the acknowledged
+// state written from the docs, shrunk to the shortest failing rollout
+// (TestRollout), file permissions, symlinks and secrets in logs, keys
 // that do not read back from JSON (TestStoreRefusesKeysThatDoNotReadBack),
 // values in every encode and decode error (TestNoValueInStoreErrors),
 // entries with fields the binary does not know
@@ -24,12 +30,16 @@
 //
 //	go test ./internal/robustness -run TestKillWriter -robustness.kills=5000
 //	go test ./internal/robustness -run TestStoreOps -robustness.seeds=5000
+//	go test ./internal/robustness -run 'TestRollout$' -robustness.rollouts=1500
+//	go test ./internal/robustness -run 'TestRollout$' -robustness.rollout.seed=N -v
 //	go test ./internal/robustness -run '^$' -fuzz FuzzStoreOps
 //	go test ./internal/robustness -run '^$' -fuzz FuzzRestore
 //
-// By default the package runs 200 kills and 300 op sequences in about 20
-// seconds (30 under -race) on 2 cores; -short cuts that to 32 kills and 60
-// sequences.
+// By default the package runs 200 kills, 300 op sequences and 150
+// rollouts in about 20 seconds (30 under -race) on 2 cores; -short cuts
+// that to 32 kills, 60 sequences and 50 rollouts. TestRollout reports the
+// first failure of each rule and legacy kind, shrunk;
+// -robustness.rollout.all shrinks and reports every failing rollout.
 //
 // # Caveats
 //
@@ -55,6 +65,11 @@
 //     serve again: the crash test checks phase 2 and phase changes with
 //     "the last acknowledged write wins, an in-flight one may or may not",
 //     and phases 1 and 3 with the stricter "what a restore served stays".
+//   - TestRollout plays a seed the same way every time, except for the
+//     order in which package migrate ranges over maps (which of two legacy
+//     keys of one entry it keeps, which key of an Update it writes
+//     first): a failure that hangs on such a choice may take a few runs to
+//     come back, so the shrinker plays each candidate six times.
 //   - Security checks cover the files phaseshift creates and the symlinks
 //     it may meet at the names it uses; the directory itself is trusted
 //     (its owner and mode are not checked), as package checkpoint says.

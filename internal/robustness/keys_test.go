@@ -50,7 +50,14 @@ func TestStoreRefusesKeysThatDoNotReadBack(t *testing.T) {
 				replay(t, p, stampKey{"a", time.Now()}, stampKey{"b", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, stampKey{"c", time.Now().UTC()})
 			})
 			t.Run("unexported field", func(t *testing.T) {
-				replay(t, p, slotKey{Name: "a", slot: 1}, slotKey{Name: "a"}, slotKey{Name: "b"})
+				// Refused when the Store is built now, before any write
+				// (checkpoint.CheckKeyType): the first ADD can no longer be
+				// the first to hear of it.
+				_, err := checkpoint.Open[slotKey, string](context.Background(), filepath.Join(t.TempDir(), "state.json"))
+				require.ErrorIs(t, err, checkpoint.ErrInvalidKeyType)
+				_, err = migrate.New(migrate.Config[slotKey, string]{Phase: p, Legacy: &migratetest.Explicit[slotKey, string]{}, Checkpoint: checkpoint.NewMemory[slotKey, string]()})
+				require.ErrorIs(t, err, migrate.ErrInvalidConfig)
+				_ = slotKey{slot: 1}.slot
 			})
 		})
 	}
@@ -121,6 +128,10 @@ func (s saveOnly[K, V]) Save(ctx context.Context, snap checkpoint.Snapshot[K, V]
 }
 
 func (s saveOnly[K, V]) Quarantine(ctx context.Context) (string, error) { return s.f.Quarantine(ctx) }
+
+func (s saveOnly[K, V]) BootID() string { return s.f.BootID() }
+
+func (s saveOnly[K, V]) Journal() checkpoint.JournalStatus { return s.f.Journal() }
 
 // TestStoreRefusesBadKeysWithSaveOnly runs concurrent good writes and
 // writes of a key that does not read back through a Store whose checkpoint

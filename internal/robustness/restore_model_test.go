@@ -2,14 +2,16 @@ package robustness_test
 
 // The model FuzzRestore checks Restore against. It is written from package
 // migrate's documentation (doc.go "# Two kinds of legacy", "# Restore
-// rules" and "# What holds", the fields of Config and Report), not from its
-// code: each function below encodes one documented sentence, quoted in its
-// comment, so that a disagreement with the implementation points at either
-// a code bug or a sentence to fix. Where the docs leave a case open, the
-// comment says which reading the model takes and why.
+// rules" 1 to 26 and "# What holds", the fields of Config and Report,
+// checkpoint.Meta.Behind), not from its code: each function below encodes
+// one documented sentence, quoted in its comment with its rule number, so
+// that a disagreement with the implementation points at either a code bug
+// or a sentence to fix. Where the docs leave a case open, the comment says
+// which reading the model takes and why.
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 
@@ -57,6 +59,9 @@ type restoreCase struct {
 	phase                   migrate.Phase
 	strict, explicit        bool
 	prune, volatile, verify bool
+	discard                 bool // Config.DiscardUnreadableCheckpoint
+	preferCheckpoint        bool // Config.Merge is migrate.PreferCheckpoint; otherwise nil (the default)
+	coarse                  bool // an implicit legacy's Config.Equal compares v>>3 only (it records less)
 	list                    listing
 	epoch                   epochMode
 	legacy                  map[string]int  // everything legacy holds
@@ -75,6 +80,19 @@ func (c restoreCase) listed() map[string]int {
 		return l
 	}
 	return maps.Clone(c.legacy)
+}
+
+// equal is the Config.Equal the harness gives: for an explicit legacy
+// none, so the default, reflect.DeepEqual (on ints, ==); for an implicit
+// one, which New requires it for ("New requires Config.Equal for it: what
+// it can see"), == or, with c.coarse, the high bits only: such a legacy
+// "records less than the checkpoint", and Equal "compare[s] what legacy
+// records".
+func (c restoreCase) equal(a, b int) bool {
+	if !c.explicit && c.coarse {
+		return a>>3 == b>>3
+	}
+	return a == b
 }
 
 // fileKind is what an independent Load makes of the checkpoint's bytes.
@@ -103,73 +121,81 @@ func (v fileView) metaKnown() bool {
 	return v.kind == fileClean || v.kind == fileBadEntries || v.kind == fileNewer
 }
 
-// unreadable: "A corrupt checkpoint, one with a newer schema than the
-// binary knows ..., or entries that do not decode, is never used silently
-// and never overwritten: it is moved aside (Report.Quarantined), its
-// readable entries (if any) still used, and the error reported."
+// unreadable: rules 4 and 5, "a checkpoint that cannot be read in full
+// (corrupt, of another schema, with entries that do not decode ...)".
 func (v fileView) unreadable() bool {
 	return v.kind == fileBadEntries || v.kind == fileNewer || v.kind == fileUnreadable
 }
 
-// The rules of "Building the state", in the order the docs apply them.
+// marked, rule 7: "A checkpoint whose Meta.Behind is set is behind legacy
+// ... A file written before Meta.Behind existed says the first [a phase-0
+// run came after it] by its phase alone." Every save records the Store's
+// phase (rule 26), and phase 0's saves always carry its mark, so a file
+// whose phase is "legacy" and whose Behind is empty can only be such an
+// older file. A file whose header cannot be read says nothing.
+func (v fileView) marked() bool {
+	return v.metaKnown() && (v.meta.Behind != "" || v.meta.Phase == migrate.PhaseLegacy.String())
+}
+
+// The rules that pick how the served state is built (rules 9 to 17), by
+// their number in the package doc.
 type rule int
 
 const (
-	ruleLegacyStale     rule = 1 // checkpoint by phase 3 over a legacy the Store writes
-	ruleRefuseBehind    rule = 2 // phase 3 over a checkpoint behind legacy
-	ruleVolatile        rule = 3
-	rulePhase0          rule = 4
-	rulePhase1          rule = 5
-	rulePhase2Untrusted rule = 6
-	rulePhase2NoListing rule = 7
-	rulePhase2          rule = 8
-	rulePhase3          rule = 9
+	rule9LegacyStale      rule = 9  // checkpoint by phase 3 over an explicit legacy
+	rule10RefuseBehind    rule = 10 // phase 3 over a checkpoint behind legacy
+	rule11Volatile        rule = 11
+	rule12Phase0          rule = 12
+	rule13Phase1          rule = 13
+	rule14Phase2Untrusted rule = 14
+	rule15Phase2NoListing rule = 15
+	rule16Phase2          rule = 16
+	rule17Phase3          rule = 17
 )
 
-// judged is the checkpoint as "Judging the checkpoint" leaves it.
+// judged is the checkpoint as rules 1 to 8 leave it.
 type judged struct {
 	view      fileView
 	canUse    bool           // restore may use its (readable) entries
 	usable    map[string]int // those entries
 	discarded bool           // from an earlier boot
-	behind    bool           // carries phase 0's mark
+	behind    bool           // marked behind legacy (rule 7)
 	byPhase3  bool           // its header says phase 3 wrote it, and it is not discarded
 }
 
-// trusted: phase 2 "cannot trust [a checkpoint] to hold every entry" when
-// it is "missing, moved aside, from an earlier boot, or behind legacy". A
-// file with entries that do not decode is moved aside.
+// trusted, rule 14: phase 2 "cannot trust [a checkpoint] to hold every
+// entry: missing, moved aside, from an earlier boot, or behind legacy". A
+// file with entries that do not decode is moved aside (rule 5).
 func (j judged) trusted() bool {
 	return j.view.kind == fileClean && !j.discarded && !j.behind
 }
 
-// judge applies "Judging the checkpoint".
+// judge applies rules 1, 3, 5 and 7.
 func judge(c restoreCase, v fileView) judged {
+	// Rule 1: "A missing checkpoint is an empty one."
 	j := judged{view: v, usable: map[string]int{}}
 	j.discarded = fromEarlierBoot(c, v)
 	if j.discarded {
-		// "Whatever else it says (a newer schema, phase 3 as its writer)
-		// no longer matters."
+		// Rule 3: "whatever else it says or whether it can be read".
 		return j
 	}
 	if v.kind == fileClean || v.kind == fileBadEntries {
-		// "its readable entries (if any) still used"
+		// Rule 5: "its readable entries still used"; rule 4 with
+		// DiscardUnreadableCheckpoint: "what could be read is served".
 		j.canUse, j.usable = true, maps.Clone(v.entries)
 	}
-	// "A checkpoint that carries the mark of phase 0 is behind legacy": the
-	// mark is judged on a file restore can use; one moved aside unread is
-	// not trusted in any case (Report.Quarantined says why).
-	j.behind = j.canUse && v.meta.Phase == migrate.PhaseLegacy.String()
+	// Rule 7 is judged on a file restore can use: one moved aside unread
+	// is not trusted in any case, and its header is unknown.
+	j.behind = j.canUse && v.marked()
 	j.byPhase3 = v.metaKnown() && v.meta.Phase == migrate.PhaseContract.String()
 	return j
 }
 
-// fromEarlierBoot: "With a boot epoch, a checkpoint from an earlier boot is
-// stale and discarded (Report.Stale): its state died with the reboot.
-// Whatever else it says (a newer schema, phase 3 as its writer) no longer
-// matters. A checkpoint that records no boot (written before the epoch was
-// turned on) is judged as if from this boot." A file whose header cannot
-// be read (corrupt) says no boot.
+// fromEarlierBoot, rule 3: "With a boot epoch (Checkpoint.BootID is not
+// empty), a checkpoint written in an earlier boot is stale and discarded
+// (Report.Stale), whatever else it says or whether it can be read ... One
+// that records no boot is judged as from this boot." A file whose header
+// cannot be read (corrupt) says no boot.
 func fromEarlierBoot(c restoreCase, v fileView) bool {
 	return c.epoch != epochOff && v.metaKnown() && v.meta.BootID != "" && v.meta.BootID != bootNow
 }
@@ -180,20 +206,22 @@ type expectation struct {
 	rule     rule
 	j        judged
 
-	served                   map[string]int
-	fromCheckpoint           int // Report.FromCheckpoint
-	readFrom                 migrate.Sides
-	backfilled, dropped      []string
-	orphaned, pruned         []string
-	diverged                 []string
-	legacyAfter              map[string]int // everything legacy holds afterwards
-	mustSave                 bool
-	recorded                 string         // the phase a save records
-	saved                    map[string]int // the entries a save holds
-	stale, legacyStale       tri
-	shadow                   *migrate.Shadow[string] // nil: Report.Shadow must be nil
-	shadowExact, shadowLoose bool                    // compare the key lists / only the side
-	unreadable               bool                    // something could not be read: Report.Errors says what
+	served              map[string]int
+	fromCheckpoint      int // Report.FromCheckpoint
+	readFrom            migrate.Sides
+	backfilled, dropped []string
+	orphaned, pruned    []string
+	diverged            []string
+	legacyAfter         map[string]int // everything legacy holds afterwards
+	save                saveRule
+	recorded            string         // the phase a save records
+	mark                markKind       // the mark a save records
+	saved               map[string]int // the entries a save holds
+	stale, legacyStale  tri
+	shadow              *migrate.Shadow[string] // nil: Report.Shadow must be nil
+	shadowExact         bool                    // compare the key lists
+	shadowLoose         bool                    // compare only the side, if any
+	unreadable          bool                    // something could not be read: Report.Errors says what
 }
 
 // tri is what a report text must be.
@@ -203,6 +231,24 @@ const (
 	anyText tri = iota
 	someText
 	noText
+)
+
+// saveRule is whether Restore must save the checkpoint.
+type saveRule int
+
+const (
+	saveEither saveRule = iota
+	saveMust
+	saveMustNot
+)
+
+// markKind is the mark (Meta.Behind) a save records (rule 26).
+type markKind int
+
+const (
+	markNone       markKind = iota
+	markPhase0              // "phase 0 records that it ran"
+	markIncomplete          // "a phase 1 or 2 run that could not read legacy in full records that"
 )
 
 // expect runs the model.
@@ -216,11 +262,12 @@ func expect(c restoreCase, v fileView) expectation {
 	b := build(c, j, e.rule)
 	e.served, e.fromCheckpoint = b.served, b.fromCk
 	e.backfilled, e.dropped, e.orphaned, e.pruned, e.diverged = b.backfilled, b.dropped, b.orphaned, b.pruned, b.diverged
-	e.readFrom = readFrom(c, j, e.rule)
+	e.readFrom = readFrom(c, j, e.rule, len(b.backfilled) > 0)
 	e.legacyAfter = legacyAfter(c, j, e.rule, e.served)
-	e.recorded = recordedPhase(c)
+	e.recorded = c.phase.String()
+	e.mark = recordedMark(c)
 	e.saved = savedEntries(c, j, e.served)
-	e.mustSave = mustSave(c, j, e.rule, e.served, e.recorded)
+	e.save = saveExpected(c, j, e)
 	e.stale, e.legacyStale = staleText(c, j, e.rule, e.served), legacyStaleText(c, e.rule)
 	expectShadow(c, j, &e)
 	e.unreadable = v.unreadable() || c.list != listComplete
@@ -228,22 +275,24 @@ func expect(c restoreCase, v fileView) expectation {
 }
 
 // refusals lists every documented refusal that applies; Restore may name
-// any of them.
+// any of them ("Without Strict, what Restore refuses is what it must:
+// rules 4, 5, 6, 9 and 10").
 func refusals(c restoreCase, j judged) []error {
 	var errs []error
 	errs = append(errs, strictRefusals(c, j.view)...)
-	errs = append(errs, newerSoleCopy(c, j)...)
+	errs = append(errs, soleCopyRefusal(c, j)...)
 	errs = append(errs, unsafeLegacyStale(c, j)...)
 	errs = append(errs, refuseBehind(c, j)...)
 	errs = append(errs, servedSideUnreadable(c, j)...)
 	return errs
 }
 
-// strictRefusals: "With Config.Strict, anything that cannot be read (a
-// corrupt or newer file, an entry that does not decode, a legacy listing
-// that failed or is partial) fails Restore in every phase, and nothing is
-// changed." A file from an earlier boot is no exception: it cannot be
-// read, and Strict leaves every file as it was.
+// strictRefusals, rule 2: "With Config.Strict, anything that cannot be read
+// (a corrupt or newer checkpoint, an entry that does not decode, a damaged
+// journal, a legacy listing that failed or is partial) fails Restore in
+// every phase, and nothing is changed." A file from an earlier boot is no
+// exception: it cannot be read, and Strict leaves every file as it was
+// (Config.DiscardUnreadableCheckpoint: "Strict takes precedence").
 func strictRefusals(c restoreCase, v fileView) []error {
 	if !c.strict {
 		return nil
@@ -271,33 +320,47 @@ func loadSentinel(err error) error {
 	return err
 }
 
-// soleCopy: "where the checkpoint is the sole copy of the state (phase 3,
-// or phases 1 and 2 with VolatileLegacy)".
-func soleCopy(c restoreCase) bool {
-	return c.phase == migrate.PhaseContract || (c.volatile && (c.phase == migrate.PhaseExpand || c.phase == migrate.PhaseMigrate))
+// soleCopy, rule 4: "Where the checkpoint is the only copy of the state -
+// phase 3, which writes nothing else, and every phase with VolatileLegacy
+// unless the checkpoint is marked behind legacy (rule 7), whose state then
+// died with the run that marked it". The mark is read from the header, so
+// that of a file with entries that do not decode, or of a newer schema,
+// counts; a corrupt file's cannot be read, and it is not marked.
+func soleCopy(c restoreCase, v fileView) bool {
+	return c.phase == migrate.PhaseContract || (c.volatile && !v.marked())
 }
 
-// newerSoleCopy: "where the checkpoint is the sole copy of the state ..., a
-// newer file fails Restore whatever Strict says (a binary rollback must not
-// replace good data it cannot read)" - unless it is from an earlier boot,
-// whose newer schema "no longer matters": it is moved aside like any
-// unreadable file.
-func newerSoleCopy(c restoreCase, j judged) []error {
-	if j.view.kind == fileNewer && !j.discarded && soleCopy(c) {
-		return []error{checkpoint.ErrNewerSchema}
+// soleCopyRefusal, rule 4: "a checkpoint that cannot be read in full ...
+// fails Restore and every file is left as it was; the error says how to
+// recover. With Config.DiscardUnreadableCheckpoint it is moved aside and
+// what could be read is served instead, except a checkpoint of a newer
+// schema, which a binary rollback must leave for the roll-forward in any
+// case." Not one from an earlier boot: rule 3 discards it "whatever else
+// it says or whether it can be read". The doc names no sentinel for this
+// refusal; the model expects the error to match the one Load returned
+// (checkpoint.ErrCorrupt, ErrNewerSchema, ErrBadEntry), as a careful user
+// would test for it with errors.Is.
+func soleCopyRefusal(c restoreCase, j judged) []error {
+	v := j.view
+	if !v.unreadable() || j.discarded || !soleCopy(c, v) {
+		return nil
+	}
+	if v.kind == fileNewer || !c.discard {
+		return []error{loadSentinel(v.err)}
 	}
 	return nil
 }
 
-// unsafeLegacyStale, rule 1: "A checkpoint written by phase 3 ... makes a
-// legacy the Store writes stale ...: a phase that writes legacy serves the
-// checkpoint and rewrites legacy to match it. If either side cannot be read
-// in full, Restore fails (ErrUnsafeRestore)." And in judging: "a file that
-// says legacy is stale ... and cannot be read in full fails with
-// ErrUnsafeRestore" - not one from an earlier boot, whose writer "no longer
-// matters".
+// unsafeLegacyStale, rules 5 and 9. Rule 9: "A checkpoint written by
+// phase 3, which does not write legacy, makes an explicit legacy stale
+// (Report.LegacyStale): a phase that writes legacy serves the checkpoint
+// and rewrites legacy to match it. If either side cannot be read in full,
+// Restore fails (ErrUnsafeRestore)." Rule 5: an unreadable checkpoint is
+// moved aside "unless it says legacy is stale (rule 9) and cannot be read
+// in full: then neither side holds everything, and Restore fails
+// (ErrUnsafeRestore)". Not a file from an earlier boot (rule 3).
 func unsafeLegacyStale(c restoreCase, j judged) []error {
-	says := c.explicit && c.phase.WritesLegacy() && j.byPhase3
+	says := c.explicit && c.phase.WritesLegacy() && j.byPhase3 && !j.discarded
 	switch {
 	case says && j.view.kind != fileClean:
 		return []error{migrate.ErrUnsafeRestore}
@@ -307,13 +370,14 @@ func unsafeLegacyStale(c restoreCase, j judged) []error {
 	return nil
 }
 
-// legacyIsStale: rule 1 applies.
+// legacyIsStale: rule 9 applies.
 func legacyIsStale(c restoreCase, j judged) bool {
 	return c.explicit && c.phase.WritesLegacy() && j.byPhase3 && j.canUse
 }
 
-// refuseBehind, rule 2: "Phase 3 refuses a checkpoint behind legacy
-// (ErrStale)." It comes before rule 3, so VolatileLegacy changes nothing.
+// refuseBehind, rule 10: "Phase 3 refuses a checkpoint behind legacy
+// (ErrStale): only legacy has what the run that marked it did." It comes
+// before rule 11, so VolatileLegacy changes nothing.
 func refuseBehind(c restoreCase, j judged) []error {
 	if c.phase == migrate.PhaseContract && j.behind {
 		return []error{migrate.ErrStale}
@@ -321,11 +385,15 @@ func refuseBehind(c restoreCase, j judged) []error {
 	return nil
 }
 
-// servedSideUnreadable: "a legacy listing that fails where legacy decides
-// (phase 0, phase 1, phase 2 over a checkpoint it cannot trust; with
-// VolatileLegacy, only over a checkpoint behind legacy) ... fails Restore
-// in every mode." Phase 0 with VolatileLegacy serves legacy where rule 3
-// does not apply to it (see volatilePhase0), and then legacy decides.
+// servedSideUnreadable, rule 6: "a legacy listing that fails where legacy
+// decides (phase 0, phase 1, phase 2 over a checkpoint it cannot trust;
+// with VolatileLegacy, only over a checkpoint behind legacy) ... fails
+// Restore in every mode." Phase 0 with VolatileLegacy serves legacy where
+// rule 11 does not apply to it (see volatilePhase0): over a checkpoint
+// behind legacy, as the parenthesis says, and over one it cannot use
+// (missing, moved aside unread, discarded), where rule 12 lets legacy
+// decide. The model reads the parenthesis as naming the case where rule 11
+// lets legacy decide, not as sparing phase 0 that serves legacy alone.
 func servedSideUnreadable(c restoreCase, j judged) []error {
 	var decides bool
 	switch {
@@ -345,47 +413,44 @@ func servedSideUnreadable(c restoreCase, j judged) []error {
 	return nil
 }
 
-// volatilePhase0: rule 3 covers "phase 0 with a Checkpoint", and "over a
-// checkpoint behind legacy ... (phase 0 serves legacy)"; Config's
-// VolatileLegacy says phase 0 "does as phases 1 and 2 at restore". The
-// model reads "with a Checkpoint" as a checkpoint restore can use: phase 0
-// keeps "the checkpoint's own entries, or saves legacy's when the
-// checkpoint cannot be used", so a missing, unreadable or discarded file
-// has nothing to serve with legacy, and phase 0 serves legacy (rule 4), as
-// the old binary did. (Reported: the docs could say "usable".)
+// volatilePhase0, rule 11: "phase 0 with a checkpoint it can use", and
+// "Over a checkpoint behind legacy they let legacy decide ... (phase 0
+// serves legacy)".
 func volatilePhase0(j judged) bool {
 	return j.canUse && !j.behind
 }
 
-// pickRule: "Building the state (the first rule that applies decides)".
+// pickRule: "picks how to build the served state by the first of rules 9
+// to 17 that applies".
 func pickRule(c restoreCase, j judged) rule {
 	switch {
 	case legacyIsStale(c, j):
-		return ruleLegacyStale
+		return rule9LegacyStale
 	case c.phase == migrate.PhaseContract && j.behind:
-		return ruleRefuseBehind // refused before
+		return rule10RefuseBehind // refused before
 	case c.volatile && c.phase != migrate.PhaseLegacy:
-		return ruleVolatile
+		return rule11Volatile
 	case c.volatile && volatilePhase0(j):
-		return ruleVolatile
+		return rule11Volatile
 	case c.phase == migrate.PhaseLegacy:
-		return rulePhase0
+		return rule12Phase0
 	case c.phase == migrate.PhaseExpand:
-		return rulePhase1
+		return rule13Phase1
 	case c.phase == migrate.PhaseMigrate && !j.trusted():
-		return rulePhase2Untrusted
+		return rule14Phase2Untrusted
 	case c.phase == migrate.PhaseMigrate && c.list == listFailed:
-		return rulePhase2NoListing
+		return rule15Phase2NoListing
 	case c.phase == migrate.PhaseMigrate:
-		return rulePhase2
+		return rule16Phase2
 	}
-	return rulePhase3
+	return rule17Phase3
 }
 
-// builder builds the served state entry by entry and records what the
-// report must say about each.
+// builder builds the served state entry by entry (rules 18 to 21) and
+// records what the report must say about each.
 type builder struct {
 	c                   restoreCase
+	behind              bool // the checkpoint is marked behind legacy (rule 19)
 	legacyBasis         bool // legacy decides which entries exist
 	served              map[string]int
 	fromCk              int
@@ -396,51 +461,87 @@ type builder struct {
 
 // build applies the rule picked.
 func build(c restoreCase, j judged, r rule) *builder {
-	b := &builder{c: c, served: map[string]int{}}
+	b := &builder{c: c, behind: j.behind, served: map[string]int{}}
 	switch {
-	case r == ruleLegacyStale, r == rulePhase2NoListing, r == rulePhase3:
+	case r == rule9LegacyStale, r == rule15Phase2NoListing:
 		b.serveCheckpoint(j.usable)
-	case r == ruleVolatile && c.phase == migrate.PhaseContract:
-		// "Phase 3 serves the checkpoint, and neither takes legacy as
-		// evidence nor compares with it."
+	case r == rule17Phase3:
 		b.serveCheckpoint(j.usable)
-	case r == ruleVolatile && j.behind:
-		// "Over a checkpoint behind legacy they let legacy decide which
-		// entries exist, as phase 1 does".
+		b.backfillPhase3(j)
+	case r == rule11Volatile && c.phase == migrate.PhaseContract:
+		// Rule 11: "Phase 3 serves the checkpoint, and neither takes
+		// legacy as evidence nor compares with it."
+		b.serveCheckpoint(j.usable)
+	case r == rule11Volatile && j.behind:
+		// Rule 11: "Over a checkpoint behind legacy they let legacy decide
+		// which entries exist, as phase 1 does".
 		b.legacyDecides(j.usable)
-	case r == ruleVolatile:
+	case r == rule11Volatile:
 		b.volatile(j.usable)
-	case r == rulePhase0:
+	case r == rule12Phase0:
 		b.serveLegacy(c.listed())
-	case r == rulePhase1, r == rulePhase2Untrusted:
+	case r == rule13Phase1, r == rule14Phase2Untrusted:
 		b.legacyDecides(j.usable)
-	case r == rulePhase2:
+	case r == rule16Phase2:
 		b.reconcile(j.usable)
 	}
 	return b
 }
 
-// serveCheckpoint, rules 1, 7 and 9 (and rule 3 in phase 3): the
-// checkpoint is served as it is.
+// serveCheckpoint, rules 9 and 15 ("serves the checkpoint as it is"), and
+// the first half of rule 17: the checkpoint is served as it is.
 func (b *builder) serveCheckpoint(ck map[string]int) {
 	for k, v := range ck {
 		b.fromCheckpoint(k, v)
 	}
 }
 
-// serveLegacy, rule 4: "Phase 0 serves legacy, as the old binary did."
+// backfillPhase3, rule 17: "Phase 3 serves the checkpoint and, when a
+// legacy that is not volatile is still configured, what legacy holds and
+// the checkpoint lacks (Report.Backfilled): it is in use, so handing it out
+// as free would hand it out twice. Not for an explicit legacy that may hold
+// what is no longer in use: the checkpoint says phase 3 wrote it ..., its
+// header cannot be read to say which phase did, or it is from an earlier
+// boot". Rules 18 to 22 apply only "when both sides are
+// used (rules 11, 13, 14 and 16)": an entry both hold is served with the
+// checkpoint's record, and the difference is in the Shadow.
+func (b *builder) backfillPhase3(j judged) {
+	if b.c.volatile || leftBehind(b.c, j) {
+		return
+	}
+	for k, v := range b.c.listed() {
+		if _, ok := b.served[k]; !ok {
+			b.backfilled = append(b.backfilled, k)
+			b.fromLegacy(k, v)
+		}
+	}
+}
+
+// leftBehind: an explicit legacy "that may hold what is no longer in use:
+// the checkpoint says phase 3 wrote it ..., its header cannot be read to
+// say which phase did, or it is from an earlier boot (rule 3: legacy's
+// state of then died with it too). A file moved aside whose header says
+// phase 1 or 2 wrote it can say". A missing file says nothing.
+func leftBehind(c restoreCase, j judged) bool {
+	if !c.explicit {
+		return false
+	}
+	return j.byPhase3 || j.discarded || j.view.kind == fileUnreadable
+}
+
+// serveLegacy, rule 12: "Phase 0 serves legacy, as the old binary did."
 func (b *builder) serveLegacy(l map[string]int) {
 	for k, v := range l {
 		b.fromLegacy(k, v)
 	}
 }
 
-// volatile, rule 3: "With VolatileLegacy, phases 1 and 2 (and phase 0 with
-// a Checkpoint) serve the checkpoint with whatever legacy holds, and refill
-// legacy, even when the listing failed: legacy is not the side they serve
-// from." "An entry only the checkpoint has ... With VolatileLegacy it is
-// kept without a word." That holds on a partial listing too: legacy is no
-// evidence, so what it could not read changes nothing.
+// volatile, rule 11: "With VolatileLegacy, phases 1 and 2 (and phase 0 with
+// a checkpoint it can use) serve the checkpoint with whatever legacy holds,
+// and refill legacy, even when the listing failed." Rule 21: "An entry only
+// the checkpoint has ... With VolatileLegacy it is kept without a word",
+// and on a partial listing "with VolatileLegacy it is kept, and legacy
+// refilled with it".
 func (b *builder) volatile(ck map[string]int) {
 	l := b.c.listed()
 	b.both(ck, l)
@@ -452,7 +553,7 @@ func (b *builder) volatile(ck map[string]int) {
 	}
 }
 
-// legacyDecides, rules 5 and 6 (and 3 over a checkpoint behind legacy):
+// legacyDecides, rules 13 and 14 (and 11 over a checkpoint behind legacy):
 // "Phase 1 takes legacy's word on which entries exist." "Phase 2 does the
 // same over a checkpoint it cannot trust to hold every entry".
 func (b *builder) legacyDecides(ck map[string]int) {
@@ -465,14 +566,14 @@ func (b *builder) legacyDecides(ck map[string]int) {
 			continue
 		}
 		if !b.onPartialListing(k, v) {
-			// "An entry only the checkpoint has is dropped where legacy
-			// decides which entries exist (rules 5 and 6)".
+			// Rule 21: "An entry only the checkpoint has is dropped where
+			// legacy decides which entries exist (rules 13 and 14)".
 			b.dropped = append(b.dropped, k)
 		}
 	}
 }
 
-// reconcile, rule 8: "Phase 2 otherwise serves the checkpoint reconciled
+// reconcile, rule 16: "Phase 2 otherwise serves the checkpoint reconciled
 // with legacy."
 func (b *builder) reconcile(ck map[string]int) {
 	l := b.c.listed()
@@ -486,9 +587,10 @@ func (b *builder) reconcile(ck map[string]int) {
 	}
 }
 
-// onlyCheckpoint: "An entry only the checkpoint has is dropped ..., in
-// phase 2, for a legacy the Store writes (Report.Dropped). For a legacy
-// that observes it is kept as an orphan (Report.Orphaned), or dropped with
+// onlyCheckpoint, rule 21: "An entry only the checkpoint has is dropped
+// ... in phase 2, for an explicit legacy (Report.Dropped): that legacy
+// holds every acknowledged write. For an implicit legacy, which can miss a
+// live entry, it is kept as an orphan (Report.Orphaned), or dropped with
 // Config.PruneOrphans (Report.Pruned)."
 func (b *builder) onlyCheckpoint(k string, v int) {
 	switch {
@@ -503,14 +605,14 @@ func (b *builder) onlyCheckpoint(k string, v int) {
 }
 
 // onPartialListing decides an entry the checkpoint has and a partial
-// listing lacks, and reports whether it did: "Nothing is dropped, pruned or
-// deleted on the evidence of a partial listing. An entry it lacks that the
-// checkpoint holds is kept and reported as an orphan for a legacy that
-// observes (whose record would lose to the checkpoint's anyway); for a
-// legacy the Store writes, whose record would win and could not be read, it
-// is not served this run, and stays where it lives, in legacy (the
-// listing's error is in Report.Errors)." Not served, and not dropped
-// either: no key list names it.
+// listing lacks, and reports whether it did. Rule 21: "Nothing is dropped,
+// pruned or deleted on the evidence of a partial listing: an entry it
+// lacks that the checkpoint holds is kept as an orphan for an implicit
+// legacy (whose record would lose to the checkpoint's anyway); for an
+// explicit one, whose record would win and could not be read, it is not
+// served this run and stays where it lives, in legacy (the listing's error
+// is in Report.Errors)". Not served, and not dropped either: no key list
+// names it.
 func (b *builder) onPartialListing(k string, v int) bool {
 	switch {
 	case b.c.list != listPartial:
@@ -523,21 +625,25 @@ func (b *builder) onPartialListing(k string, v int) bool {
 	return true
 }
 
-// both: "An entry both sides hold with values Config.Equal calls the same
-// is served with the checkpoint's key and value; for a legacy the Store
-// writes, with legacy's key if it differs. With values that differ
-// (Report.Diverged), Config.Merge picks the value and the key comes with
-// it; by default legacy's value for a legacy the Store writes, the
-// checkpoint's for one that observes." Keys never differ here (no Match),
-// so an entry whose values agree is served with the checkpoint's record.
+// both, rules 18 and 19, for the entries both sides hold. Rule 18: "An
+// entry both sides hold with values Config.Equal calls the same is served
+// with the checkpoint's key and value for an implicit legacy (its record
+// is richer), and with legacy's key for an explicit one." Keys never
+// differ here (no Match), and an explicit legacy's Equal is the default,
+// so its values are the same: the checkpoint's record is served either
+// way. Rule 19: "An entry both sides hold with values that differ
+// (Report.Diverged) is served with legacy's key and value over a
+// checkpoint behind legacy, whatever Config.Merge says ... Otherwise
+// Config.Merge picks the value (by default legacy's, for both kinds ...),
+// and the key comes with it."
 func (b *builder) both(ck, l map[string]int) {
 	for k, cv := range ck {
 		lv, ok := l[k]
 		switch {
 		case !ok:
-		case cv == lv:
+		case b.c.equal(cv, lv):
 			b.fromCheckpoint(k, cv)
-		case b.c.explicit:
+		case b.behind || !b.c.preferCheckpoint:
 			b.diverged = append(b.diverged, k)
 			b.fromLegacy(k, lv)
 		default:
@@ -547,11 +653,11 @@ func (b *builder) both(ck, l map[string]int) {
 	}
 }
 
-// onlyLegacy: "An entry only legacy has is served (Report.Backfilled,
-// except in phase 1, where legacy is the basis)." Read with its reason:
-// phase 1 under rule 3 builds on the checkpoint, and what it adds from
-// legacy is a backfill (reported: "except where legacy is the basis (phase
-// 1)" would say it without the second reading).
+// onlyLegacy, rule 20: "An entry only legacy has is served
+// (Report.Backfilled, except where legacy is the basis: phase 1, rule
+// 13)." Phase 1 under rule 11 over a checkpoint behind legacy lets legacy
+// decide "as phase 1 does", so legacy is its basis too; over one not
+// behind it builds on the checkpoint, and what it adds is a backfill.
 func (b *builder) onlyLegacy(ck, l map[string]int) {
 	for k, v := range l {
 		if _, ok := ck[k]; ok {
@@ -575,30 +681,35 @@ func (b *builder) fromCheckpoint(k string, v int) {
 // [served] with legacy's (Backfilled included)".
 func (b *builder) fromLegacy(k string, v int) { b.served[k] = v }
 
-// readFrom: "ReadFrom is the sides restore read to build the served state:
-// legacy in phase 0; the checkpoint and legacy in phases 1 and 2 (legacy
-// alone when the checkpoint could not be used); the checkpoint in phase 3
-// and when legacy is stale; ReadNothing for a fresh start". "A side read
-// only to compare is in Shadow."
+// readFrom, Report.ReadFrom: "the sides restore built the served state
+// from: legacy in phase 0; the checkpoint and legacy in phases 1 and 2;
+// the checkpoint in phase 3 and when legacy is stale. A side is left out
+// when it could not be used (a checkpoint missing, moved aside or from an
+// earlier boot) and, for a legacy that does not survive a restart
+// (Config.VolatileLegacy, which phase 0 also reads through when it has a
+// checkpoint), when it held nothing. ReadNothing when neither side counts
+// ... A side read only to compare is in Shadow."
 //
-// The rule that builds from a side that could not be used (a checkpoint
-// missing, moved aside unread or discarded; a listing that failed) did not
-// read it to build: phase 2 whose listing failed (rule 7) reads the
-// checkpoint, and phase 3 over a file it could not use reads nothing (a
-// fresh start). With VolatileLegacy, phase 0 reads both sides to build, as
-// phases 1 and 2 do (reported: the field's "legacy in phase 0" does not
-// name that case).
-func readFrom(c restoreCase, j judged, r rule) migrate.Sides {
+// Readings: a file moved aside whose readable entries were "still used"
+// (rule 5) was used, so it counts; "moved aside" in the parenthesis is one
+// moved aside unread. Phase 2 whose listing failed (rule 15) builds from
+// the checkpoint alone. Phase 3 built from legacy too when rule 17
+// backfilled an entry from it (the state was built from it, and it was not
+// read only to compare); otherwise legacy is its Shadow. Where legacy
+// decides which entries exist (rules 13 and 14, and 11 over a checkpoint
+// behind legacy), it counts even when it held nothing: that emptiness
+// decided.
+func readFrom(c restoreCase, j judged, r rule, backfilled bool) migrate.Sides {
 	ck, lg := j.canUse, true
 	switch {
-	case r == rulePhase0:
+	case r == rule12Phase0:
 		ck = false
-	case r == ruleLegacyStale, r == rulePhase2NoListing, r == rulePhase3,
-		r == ruleVolatile && c.phase == migrate.PhaseContract:
+	case r == rule9LegacyStale, r == rule15Phase2NoListing,
+		r == rule11Volatile && c.phase == migrate.PhaseContract:
 		lg = false
-	case r == ruleVolatile && !j.behind:
-		// "for a legacy that does not survive a restart ..., when it held
-		// nothing" it is left out.
+	case r == rule17Phase3:
+		lg = backfilled
+	case r == rule11Volatile && !j.behind:
 		lg = c.list != listFailed && len(c.listed()) > 0
 	}
 	switch {
@@ -612,57 +723,62 @@ func readFrom(c restoreCase, j judged, r rule) migrate.Sides {
 	return migrate.ReadNothing
 }
 
-// legacyAfter is what legacy holds after Restore (for a legacy that
-// observes, what it held: "[it] is never written").
+// legacyAfter is what legacy holds after Restore (an implicit legacy "is
+// ... only read"; Phase.WritesLegacy: writes go to legacy "in phases 0 to
+// 2").
 //
-// "A legacy the Store writes is brought in line with what is served, in
+// Rule 23: "An explicit legacy is brought in line with what is served, in
 // the phases that write it (Report.LegacyWrites): all of it when it is
-// stale or volatile, otherwise the entries whose served record is not
-// legacy's (a Merge that chose the checkpoint's value). An entry kept only
-// because a listing was partial is not written." With the default Merge
-// (legacy's value) no served record differs from legacy's, so only rule 1
-// (stale) and rule 3 (volatile: phases 0 to 2 over a checkpoint not behind
-// legacy, where it serves the checkpoint; behind it, legacy decides and
-// already holds what is served) write. What a partial listing hid stays,
-// since nothing is "deleted on the evidence of a partial listing" (nor of a
-// failed one, which shows restore nothing of legacy at all).
+// stale (rule 9) or volatile; otherwise the second keys of rule 22 and the
+// entries whose served record is not legacy's (a Merge that chose the
+// checkpoint's value). An entry kept only because a listing was partial is
+// not written." Rule 11: "refill legacy". Over a checkpoint behind legacy,
+// rule 11 lets legacy decide and legacy's record wins (rule 19), so
+// nothing served differs from legacy. What a partial listing hid stays:
+// nothing is "deleted on the evidence of a partial listing" (rule 21).
 func legacyAfter(c restoreCase, j judged, r rule, served map[string]int) map[string]int {
 	after := maps.Clone(c.legacy)
 	if !c.explicit || !c.phase.WritesLegacy() {
 		return after
 	}
+	listed := c.listed()
 	switch {
-	case r == ruleLegacyStale:
+	case r == rule9LegacyStale:
 		return maps.Clone(served)
-	case r == ruleVolatile && !j.behind:
-		listed := c.listed()
+	case r == rule11Volatile && !j.behind:
 		maps.Copy(after, served)
-		maps.DeleteFunc(after, func(k string, _ int) bool {
-			_, isServed := served[k]
-			_, seen := listed[k]
-			return !isServed && seen
-		})
+		return after
+	}
+	for k, v := range served {
+		if lv, ok := listed[k]; ok && lv != v {
+			after[k] = v
+		}
 	}
 	return after
 }
 
-// recordedPhase: "Every save records the Store's phase, with two
-// exceptions that record phase 0's mark: phase 0 itself (when it has a
-// Checkpoint, once per boot; ...), and a phase 1 or 2 run that could not
-// read legacy in full, which may have missed an entry only legacy holds
-// (not with VolatileLegacy, whose legacy holds nothing the checkpoint
-// lacks)."
-func recordedPhase(c restoreCase) string {
-	incomplete := c.list != listComplete && !c.volatile && (c.phase == migrate.PhaseExpand || c.phase == migrate.PhaseMigrate)
-	if c.phase == migrate.PhaseLegacy || incomplete {
-		return migrate.PhaseLegacy.String()
+// recordedMark, rule 26: "Every save records the Store's phase
+// (Meta.Phase). It also records a mark (Meta.Behind ...) where the
+// checkpoint may lack what only legacy holds: phase 0 records that it ran
+// ..., and a phase 1 or 2 run that could not read legacy in full records
+// that (not with VolatileLegacy, whose legacy holds nothing the checkpoint
+// lacks)." Rule 9 in phases 1 and 2 needs a complete listing, so it never
+// records the second.
+func recordedMark(c restoreCase) markKind {
+	switch {
+	case c.phase == migrate.PhaseLegacy:
+		return markPhase0
+	case c.volatile || c.list == listComplete || c.phase == migrate.PhaseContract:
+		return markNone
 	}
-	return c.phase.String()
+	return markIncomplete
 }
 
-// savedEntries is what a save holds: what is served, except that phase 0
-// "keeps the checkpoint's own entries, or saves legacy's when the
-// checkpoint cannot be used".
+// savedEntries is what a save holds: what is served (rule 24: a checkpoint
+// moved aside "is replaced by what is served"; rule 25: saved "so that the
+// next phase finds it current"), except that phase 0 records that it ran
+// "keeping the checkpoint's own entries, or legacy's when the checkpoint
+// cannot be used" (rule 26). Legacy's are what phase 0 serves then.
 func savedEntries(c restoreCase, j judged, served map[string]int) map[string]int {
 	if c.phase == migrate.PhaseLegacy && j.canUse {
 		return j.usable
@@ -670,56 +786,77 @@ func savedEntries(c restoreCase, j judged, served map[string]int) map[string]int
 	return served
 }
 
-// mustSave: "Whenever restore changed what the checkpoint should hold
-// (phase 1's rebuild from legacy when it differs; a backfill, a drop, a
-// prune, a merged value, a file moved aside, a mark set or cleared, the
-// state of an earlier boot, a checkpoint phase 1 or 2 finds missing), the
-// checkpoint is saved before Restore returns, so that the next phase finds
-// it current. A checkpoint already current is left alone."
+// saveExpected, rules 24 to 26. Rule 25: "Whenever restore changed what
+// the checkpoint should hold, the checkpoint is saved before Restore
+// returns, so that the next phase finds it current: phase 1's rebuild from
+// legacy when it differs, a backfill, a drop, a prune, a merged value, a
+// file moved aside, a mark set or cleared (rule 26), the state of an
+// earlier boot, a checkpoint phases 1 and 2 find missing ..., and a
+// checkpoint that does not record phase 3 in phase 3 .... A checkpoint
+// already current is left alone." Rule 26: phase 0 records that it ran
+// "when it has a Checkpoint, once per boot". See saveTriggers.
 //
-// Rule 1 also must save: legacy was healed, and a file that still said
-// phase 3 wrote last would make the next run heal legacy again, over the
-// writes an old binary made to it in between.
-func mustSave(c restoreCase, j judged, r rule, served map[string]int, recorded string) bool {
-	if c.phase == migrate.PhaseLegacy {
-		// Phase 0 sets its mark "once per boot": unless the file already
-		// carries it (and is of this boot, or records none: "judged as if
-		// from this boot").
-		return !(j.view.kind == fileClean && j.behind)
+// "Already current" is read as: the file holds what a save would hold,
+// under the phase this run records (phase 0's file records "legacy"), and
+// carries no mark and needs none. A file that differs only in the phase
+// it records is current too outside phases 0 and 3: rule 25 names phase 3
+// as the one phase whose record alone asks for a save. Where both the file
+// and this run's save carry a mark in phases 1 and 2, whether the mark's
+// text changing is a "mark set" is left open (saveEither).
+func saveExpected(c restoreCase, j judged, e expectation) saveRule {
+	if saveTriggers(c, j, e) {
+		return saveMust
 	}
-	held := map[string]int{}
-	if j.view.kind == fileClean {
-		held = j.view.entries
+	if e.mark == markNone || c.phase == migrate.PhaseLegacy {
+		return saveMustNot
 	}
-	marked := j.view.kind == fileClean && j.view.meta.Phase == migrate.PhaseLegacy.String()
-	markChanged := (recorded == migrate.PhaseLegacy.String()) != marked
-	// "A checkpoint already current is left alone": phase 1 too.
-	createMissing := j.view.kind == fileMissing && c.phase.WritesLegacy()
-	return j.view.unreadable() || createMissing || !maps.Equal(held, served) ||
-		(markChanged && j.view.kind != fileMissing) || (recorded == migrate.PhaseLegacy.String() && j.view.kind == fileMissing) ||
-		r == ruleLegacyStale
+	return saveEither
 }
 
-// staleText: Report.Stale is "why the checkpoint was not trusted as it is;
-// "" if it was". Judging: "a checkpoint from an earlier boot is stale and
-// discarded (Report.Stale)" (a newer file of an earlier boot included:
-// "Whatever else it says ... no longer matters"); "A checkpoint that
-// carries the mark of phase 0 is behind legacy (Report.Stale)"; "Phase 1
-// also reports a checkpoint that differs from what it builds
-// (Report.Stale)" - where it lets legacy decide (rule 5): with
-// VolatileLegacy, phase 1 builds on the checkpoint (rule 3), which it then
-// trusts, and the field's own doc says "" for a checkpoint trusted
-// (reported: the sentence could say "Phase 1, where legacy decides,").
-// A missing checkpoint is not distrusted: there is none (so phase 1's first
-// run after phase 0, the rollout's first step, reports nothing stale).
-// Phase 0, which does not build on the checkpoint unless
-// rule 1 or 3 applies, and a file moved aside (Report.Quarantined says
-// why) are left free.
+// saveTriggers lists the documented reasons to save (saveExpected).
+//
+// Rule 9 (legacy healed) also saves, although rule 25 does not name it: a
+// file that still said phase 3 wrote it would make the next run that
+// writes legacy "heal" it again, over what an old binary (which may follow
+// phase 2, "What holds") wrote to legacy in between. Reported to the lead
+// as a sentence rule 25 could add.
+func saveTriggers(c restoreCase, j judged, e expectation) bool {
+	v := j.view
+	clean := v.kind == fileClean && !j.discarded
+	fileMarked := clean && v.marked()
+	switch {
+	case v.unreadable(), j.discarded: // moved aside; the state of an earlier boot
+		return true
+	case c.phase == migrate.PhaseLegacy:
+		// Phase 0 records that it ran, once per boot: a file of this boot
+		// (or of none) whose phase is "legacy" already says so.
+		return !(clean && v.meta.Phase == migrate.PhaseLegacy.String())
+	case v.kind == fileMissing: // phases 1 and 2 find it missing; phase 3's does not record phase 3
+		return true
+	case c.phase == migrate.PhaseContract && v.meta.Phase != migrate.PhaseContract.String():
+		return true
+	case fileMarked != (e.mark != markNone): // a mark set or cleared
+		return true
+	case e.rule == rule9LegacyStale:
+		return true
+	}
+	return !maps.Equal(v.entries, e.saved) // a rebuild, backfill, drop, prune or merged value
+}
+
+// staleText: Report.Stale is "why the checkpoint was not trusted as it was
+// found; "" if it was". Rule 3: one of an earlier boot "is stale and
+// discarded (Report.Stale)". Rule 7: one marked behind legacy "is behind
+// legacy (Report.Stale says why)". Rule 8: "Phase 1, where legacy decides
+// (rule 13), also reports an existing checkpoint that differs from what it
+// builds (Report.Stale)". A missing checkpoint is not distrusted: there is
+// none. Phase 0, which does not build on the checkpoint unless rule 9 or
+// 11 applies (and whose own mark makes the file behind), and a file moved
+// aside (Report.Quarantined says why) are left free.
 func staleText(c restoreCase, j judged, r rule, served map[string]int) tri {
 	switch {
 	case j.discarded, j.behind && c.phase != migrate.PhaseLegacy:
 		return someText
-	case r == rulePhase1 && j.canUse && !maps.Equal(j.usable, served):
+	case r == rule13Phase1 && j.canUse && !maps.Equal(j.usable, served):
 		return someText
 	case c.phase == migrate.PhaseLegacy || j.view.unreadable():
 		return anyText
@@ -727,12 +864,13 @@ func staleText(c restoreCase, j judged, r rule, served map[string]int) tri {
 	return noText // missing, or clean, current and (phase 1) what is built
 }
 
-// legacyStaleText: rule 1 "(Report.LegacyStale)"; a legacy that observes
-// "is never stale". Volatile legacy and incomplete listings are left free
-// (the docs do not say whether they count as "not trusted").
+// legacyStaleText: rule 9 "(Report.LegacyStale)"; an implicit legacy "is
+// never stale". Volatile legacy, incomplete listings and phase 3 (where an
+// explicit legacy may be left behind, rule 17) are left free: the docs do
+// not say whether they count as "not trusted".
 func legacyStaleText(c restoreCase, r rule) tri {
 	switch {
-	case r == ruleLegacyStale:
+	case r == rule9LegacyStale:
 		return someText
 	case !c.explicit:
 		return noText
@@ -746,37 +884,40 @@ func legacyStaleText(c restoreCase, r rule) tri {
 // only to compare (the checkpoint in phase 0 with Config.Verify, legacy in
 // phase 3); nil when none was". Config.Verify: "phase 0 ... report how it
 // differs from legacy (Report.Shadow), without changing what is served".
-// Config.Legacy: in phase 3 "when set, Restore cross-checks the checkpoint
-// against it and reports differences". Rule 3: "Phase 3 serves the
-// checkpoint, and neither takes legacy as evidence nor compares with it."
-// Where phase 0 builds from the checkpoint (rules 1 and 3), it is not read
-// only to compare.
+// Rule 17: phase 3 with a legacy that is not volatile serves what only
+// legacy holds, and "The rest is compared and reported (Report.Shadow)":
+// compared with what is served, backfill included. Rule 11: "Phase 3 serves
+// the checkpoint, and neither takes legacy as evidence nor compares with
+// it." Where phase 0 builds from the checkpoint (rules 9 and 11), it is not
+// read only to compare. Shadow.Diverged is "served entries that side holds
+// with another value": another value by Config.Equal, which is what legacy
+// can see (issue 21: a steady state reports nothing diverged).
 func expectShadow(c restoreCase, j judged, e *expectation) {
 	switch {
-	case e.rule == rulePhase0 && c.verify && j.canUse:
-		e.shadow = shadowOf(migrate.ReadCheckpoint, j.usable, e.served)
+	case e.rule == rule12Phase0 && c.verify && j.canUse:
+		e.shadow = shadowOf(c, migrate.ReadCheckpoint, j.usable, e.served)
 		e.shadowExact = true
-	case e.rule == rulePhase0 && c.verify:
+	case e.rule == rule12Phase0 && c.verify:
 		// A file phase 0 cannot use (missing, unreadable, discarded):
 		// whether an empty comparison is reported is not said.
 		e.shadow = &migrate.Shadow[string]{Side: migrate.ReadCheckpoint}
 		e.shadowLoose = true
-	case e.rule == rulePhase3:
-		e.shadow = shadowOf(migrate.ReadLegacy, c.listed(), e.served)
+	case e.rule == rule17Phase3:
+		e.shadow = shadowOf(c, migrate.ReadLegacy, c.listed(), e.served)
 		e.shadowExact = c.list == listComplete
 		e.shadowLoose = !e.shadowExact
 	}
 }
 
 // shadowOf compares served with side.
-func shadowOf(side migrate.Sides, shadow, served map[string]int) *migrate.Shadow[string] {
+func shadowOf(c restoreCase, side migrate.Sides, shadow, served map[string]int) *migrate.Shadow[string] {
 	sh := &migrate.Shadow[string]{Side: side}
 	for k, v := range shadow {
 		sv, ok := served[k]
 		switch {
 		case !ok:
 			sh.OnlyShadow = append(sh.OnlyShadow, k)
-		case sv != v:
+		case !c.equal(sv, v):
 			sh.Diverged = append(sh.Diverged, k)
 		}
 	}
@@ -786,6 +927,19 @@ func shadowOf(side migrate.Sides, shadow, served map[string]int) *migrate.Shadow
 		}
 	}
 	return sh
+}
+
+// markNames: Report.Behind "says which" mark this restore left ("this
+// phase-0 run, or a listing that was not complete"), and the mark is
+// Meta.Behind, which "says why the writer knows the file may lack entries
+// its legacy source holds". The model reads "says which" as: the text
+// names the phase of the run that left it ("phase 0" for phase 0's mark),
+// as issue 21 asked ("The mark says which happened").
+func markNames(c restoreCase, m markKind) string {
+	if m == markNone {
+		return ""
+	}
+	return fmt.Sprintf("phase %d", c.phase)
 }
 
 // sorted returns keys sorted, nil for none, for comparing key lists.

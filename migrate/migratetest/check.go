@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 
+	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/source"
 )
@@ -47,7 +49,9 @@ type Config[K comparable, V any] struct {
 	// knows a sandbox under placeholder fields and only its IP. Nil: as it
 	// was written. An entry only legacy knows (one the old binary wrote, or
 	// one whose checkpoint record was set aside) is expected as View shows
-	// it; every other entry exactly as written.
+	// it; every other entry exactly as written. So View must give back
+	// what it returns as it is (Check refuses one that does not): legacy
+	// shows what it shows, however often it is listed.
 	View func(K, V) (K, V)
 
 	// Immutable says an entry's value never changes once written, so a
@@ -104,6 +108,44 @@ type Config[K comparable, V any] struct {
 	// the checkpoint's journal and restores replay it (a crash freezes the
 	// file and the journal together).
 	WithoutJournal bool
+
+	// CheckpointOptions, when set, returns the options your binary opens
+	// its checkpoint with (checkpoint.WithValidate, WithSchema and its
+	// WithUpgrade chain, ...): those of the newer build, and with older
+	// those of the older build of SchemaBumps (the release before your
+	// last schema bump). The harness applies them to the in-memory
+	// checkpoint of every step, followed by its own: where yours ask for
+	// a boot epoch (checkpoint.WithBootID), the simulated boot's ID in
+	// place of yours, and with WithoutJournal,
+	// checkpoint.WithoutJournal(). Without WithBootID the checkpoint has no
+	// boot epoch, as yours would not: a reboot then leaves it as it was,
+	// unless EphemeralCheckpoint says it lives on tmpfs. With SchemaBumps, the older build's schema must be below the
+	// newer one's. Nil: the newer build writes schema 2 and upgrades
+	// schema 1 as it is, the older one writes schema 1, both with a boot
+	// epoch, and nothing else is set.
+	CheckpointOptions func(older bool) []checkpoint.Option
+
+	// OpenLegacy, with Explicit, stands your own legacy store in for the
+	// Explicit fake as what the Store reads and writes: an older file
+	// format, a directory of files like host-local's, kept in a scratch
+	// location. It is called at every start of a binary, as each process
+	// opens its store anew, and must return a source.Reader that is also
+	// a source.Writer; what it returned is closed (if it is an io.Closer)
+	// before the next start, the process that opened it being gone, by a
+	// crash too.
+	//
+	// The fake remains the harness's model of legacy: write faults and
+	// crash instants are injected there, a crash rewinds it to what was
+	// durable at that instant and a reboot or a volatile legacy's restart
+	// empties it. So before every start the harness makes the store hold
+	// exactly what the fake holds, through the store's Delete and Put,
+	// and lists it back; each write of the Store goes to the fake first,
+	// then to the store; a partial listing (PartialListings) hides
+	// entries of the store's own listing. It is a violation for the store
+	// to list anything else than what was put, to fail a write the fake
+	// took, or, across a restart that changed nothing behind its back, to
+	// list other than what the Store's writes left.
+	OpenLegacy func() (source.Reader[K, V], error)
 }
 
 // TestingT is the part of *testing.T that Matrix needs.
@@ -215,23 +257,77 @@ func probe[K comparable, V any](cfg *Config[K, V]) (adapters[K, V], error) {
 	if cfg.View == nil {
 		cfg.View = func(k K, v V) (K, V) { return k, v }
 	}
+	if err := checkView(cfg); err != nil {
+		return adapters[K, V]{}, err
+	}
+	if cfg.OpenLegacy != nil && !cfg.Explicit {
+		return adapters[K, V]{}, errors.New("migratetest: Config.OpenLegacy needs Config.Explicit: the harness keeps your store in step with its model through the Store's writes, and a Store does not write an implicit legacy")
+	}
+	a, err := learnBuilds(cfg)
+	if err != nil {
+		return adapters[K, V]{}, err
+	}
 	// A throwaway world, so that the factory sees what it always sees.
-	scratch := newRun(cfg, adapters[K, V]{match: func(k K) K { return k }}, []migrate.Phase{migrate.PhaseMigrate}, 0)
+	a.match = func(k K) K { return k }
+	scratch := newRun(cfg, a, []migrate.Phase{migrate.PhaseMigrate}, 0)
 	mc, err := scratch.configure(migrate.PhaseMigrate, newBuild)
+	scratch.w.closeStore()
 	if err != nil {
 		return adapters[K, V]{}, fmt.Errorf("migratetest: %w", err)
 	}
-	a := adapters[K, V]{match: mc.Match, volatile: cfg.Volatile}
+	a.match, a.volatile = mc.Match, cfg.Volatile
 	if a.match == nil {
 		a.match = func(k K) K { return k }
 	}
 	return a, nil
 }
 
+// checkView checks on a few of the workload's entries that View gives back
+// what it returns as it is: an entry that phase 0 of the old binary
+// acknowledged is known only as legacy shows it.
+func checkView[K comparable, V any](cfg *Config[K, V]) error {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
+	for i := range min(cfg.Keys, 5) {
+		k, v := cfg.View(cfg.Key(i), cfg.Value(rng, cfg.Key(i)))
+		if k2, v2 := cfg.View(k, v); k2 != k || !reflect.DeepEqual(v2, v) {
+			return fmt.Errorf("migratetest: Config.View changes what it returned: %v = %v shows as %v = %v; legacy must show its own record as it is", k, v, k2, v2)
+		}
+	}
+	return nil
+}
+
 // adapters is what the harness takes from the user's configuration.
 type adapters[K comparable, V any] struct {
-	match    func(K) K
-	volatile bool
+	match     func(K) K
+	volatile  bool
+	schemas   [2]int // the schema each build writes, by build
+	bootEpoch bool   // the checkpoint has a boot epoch
+}
+
+// learnBuilds learns from the checkpoint options (Config.CheckpointOptions)
+// the schema each build writes, and whether they ask for a boot epoch.
+func learnBuilds[K comparable, V any](cfg *Config[K, V]) (adapters[K, V], error) {
+	a := adapters[K, V]{schemas: [2]int{newBuild: 2, oldBuild: 1}, bootEpoch: true}
+	if cfg.CheckpointOptions == nil {
+		return a, nil
+	}
+	m, err := checkpoint.NewMemory[K, V]().Reopen(cfg.CheckpointOptions(false)...)
+	if err != nil {
+		return a, fmt.Errorf("migratetest: Config.CheckpointOptions(false): %w", err)
+	}
+	a.bootEpoch = m.BootID() != ""
+	w := world[K, V]{userOpts: cfg.CheckpointOptions, bootEpoch: a.bootEpoch}
+	for _, b := range []build{newBuild, oldBuild} {
+		n, err := schemaOf[K, V](w.options(b))
+		if err != nil {
+			return a, fmt.Errorf("migratetest: Config.CheckpointOptions(%v): %w", b == oldBuild, err)
+		}
+		a.schemas[b] = n
+	}
+	if cfg.SchemaBumps && a.schemas[oldBuild] >= a.schemas[newBuild] {
+		return a, fmt.Errorf("migratetest: with SchemaBumps, Config.CheckpointOptions(true) must give the older build a lower schema than CheckpointOptions(false) gives the newer one; they give %d and %d", a.schemas[oldBuild], a.schemas[newBuild])
+	}
+	return a, nil
 }
 
 func violationsText(res Result) string {

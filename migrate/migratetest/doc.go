@@ -51,6 +51,10 @@
 // an older build whose schema is 1 where the newer one's is 2), corrupt
 // checkpoints (Config.Corruption), a legacy that does not survive a restart
 // (Config.Volatile), a checkpoint on tmpfs (Config.EphemeralCheckpoint).
+// Two fields bring in more of your binary: Config.CheckpointOptions, the
+// options it opens its checkpoint with (a validation, a schema and its
+// upgrades), and Config.OpenLegacy, your own legacy store (a directory, an
+// older file format) in place of the Explicit fake, kept in step with it.
 //
 // The fakes: [Implicit] is a legacy source that changes only from outside,
 // like CRI; [Explicit] is one the Store writes, like a proxy's registry.
@@ -67,6 +71,10 @@
 //   - A crash mid-write is modelled at the boundaries between durable
 //     writes of the fakes; what happens inside one save is the checkpoint
 //     package's business (and its tests').
+//   - With Config.OpenLegacy, a crash is played on the model: at the next
+//     start the harness writes your store back to what the model held at
+//     the crash instant, so what your store leaves after a real crash
+//     inside one of its own writes is for its own tests.
 //   - A legacy listing that fails entirely is not injected: phases 0 and 1
 //     refuse it by design, and phase 2 serves the checkpoint as it is.
 //   - Every run is deterministic for its seed; different seeds explore

@@ -57,9 +57,6 @@ type acked[K comparable, V any] struct {
 	orphans   map[K]entry[K, V]    // kept and reported by the Store: may be served, as they were
 	uncertain map[K]maybeVal[K, V] // a write a crash cut short (or of unknown outcome)
 	hidden    map[K]entry[K, V]    // acknowledged, but a partial listing kept them from a restore
-	// latent holds the orphans the running Store does not serve: a Delete
-	// cannot reach them, so they may come back.
-	latent map[K]bool
 	// behind is the world's own account of whether the checkpoint may
 	// lack what only legacy holds: this package's phase 0 ran, or a phase
 	// 1 or 2 run could not read legacy in full, since a run that read it in
@@ -68,7 +65,7 @@ type acked[K comparable, V any] struct {
 }
 
 func newAcked[K comparable, V any]() acked[K, V] {
-	return acked[K, V]{truth: map[K]entry[K, V]{}, orphans: map[K]entry[K, V]{}, uncertain: map[K]maybeVal[K, V]{}, hidden: map[K]entry[K, V]{}, latent: map[K]bool{}}
+	return acked[K, V]{truth: map[K]entry[K, V]{}, orphans: map[K]entry[K, V]{}, uncertain: map[K]maybeVal[K, V]{}, hidden: map[K]entry[K, V]{}}
 }
 
 // forget is a reboot, or the death of state that lived only in memory.
@@ -77,7 +74,6 @@ func (a *acked[K, V]) forget() {
 	clear(a.orphans)
 	clear(a.uncertain)
 	clear(a.hidden)
-	clear(a.latent)
 }
 
 // checkpointLost is a checkpoint moved aside (by Restore, reported, or by
@@ -300,13 +296,10 @@ func (r *run[K, V]) checkRest(served map[K]entry[K, V], rep migrate.Report[K], p
 		}
 		problems = append(problems, fmt.Sprintf("INVENTED: %v is served as %v = %v, but was never acknowledged (or was deleted)", id, got.key, got.val))
 	}
-	clear(r.acks.latent)
 	for id := range r.acks.orphans {
 		if _, ok := served[id]; !ok {
 			if _, inLegacy := r.legacyHas(id); !inLegacy {
 				delete(r.acks.orphans, id) // dropped: fine, and gone for good
-			} else {
-				r.acks.latent[id] = true
 			}
 		}
 	}

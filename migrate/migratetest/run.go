@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
@@ -57,6 +58,8 @@ func newRun[K comparable, V any](cfg *Config[K, V], a adapters[K, V], seq []migr
 	// bytes; each binary opens the file with its own build's options.
 	r.w.disk = checkpoint.NewMemory[K, V]()
 	r.w.whole = cfg.WithoutJournal
+	r.w.userOpts, r.w.schemas, r.w.bootEpoch = cfg.CheckpointOptions, a.schemas, a.bootEpoch
+	r.w.storeMoved = true // the store holds what the last sequence left
 	if cfg.Explicit {
 		r.w.exp = &Explicit[K, V]{}
 		r.w.imp = &r.w.exp.Implicit
@@ -136,6 +139,7 @@ func (r *run[K, V]) play() []string {
 		if store != nil {
 			store.Close()
 		}
+		r.w.closeStore()
 	}()
 	for i := 0; i <= len(r.seq); i++ {
 		last := i == len(r.seq)
@@ -155,6 +159,9 @@ func (r *run[K, V]) play() []string {
 			r.logf("step %d: phase %d (%s)%s", i+1, p, p, r.buildNote(step))
 		}
 		s, problems := r.start(p, r.builds[step], true)
+		if f := r.w.storeFault; f != "" {
+			problems = append(problems, f)
+		}
 		if len(problems) > 0 {
 			if s != nil {
 				s.Close()
@@ -166,6 +173,9 @@ func (r *run[K, V]) play() []string {
 			break
 		}
 		r.work(store, p, i+1 < len(r.seq) && r.trans[i+1] == crashMidWrite)
+		if f := r.w.storeFault; f != "" {
+			return []string{f}
+		}
 	}
 	return nil
 }
@@ -174,7 +184,7 @@ func (r *run[K, V]) buildNote(step int) string {
 	if !r.cfg.SchemaBumps {
 		return ""
 	}
-	return ", " + r.builds[step].String()
+	return ", " + r.w.name(r.builds[step])
 }
 
 // work makes the step's writes; with cut, the process dies during one.
@@ -219,7 +229,7 @@ func (r *run[K, V]) stop(s *migrate.Store[K, V], p migrate.Phase, t transition) 
 		r.logf("  %s: the node's state dies with it%s", transitionNames[t], map[bool]string{true: ", and the checkpoint on tmpfs", false: ""}[r.cfg.EphemeralCheckpoint])
 		r.acks.forget()
 		r.acks.behind = false
-		r.w.imp.Replace(nil)
+		r.w.replaceLegacy(nil)
 		if r.cfg.EphemeralCheckpoint {
 			checkpointtest.Remove(r.w.disk)
 			checkpointtest.SetJournal(r.w.disk, nil)
@@ -228,7 +238,7 @@ func (r *run[K, V]) stop(s *migrate.Store[K, V], p migrate.Phase, t transition) 
 	if r.a.volatile && t != reboot {
 		// The registry lived in memory, and so did everything phase 0
 		// acknowledged.
-		r.w.imp.Replace(nil)
+		r.w.replaceLegacy(nil)
 		if p == migrate.PhaseLegacy {
 			r.logf("  phase 0's state dies with it, as the old binary's did")
 			r.acks.forget()
@@ -261,7 +271,10 @@ func (r *run[K, V]) start(p migrate.Phase, b build, inject bool) (*migrate.Store
 			return nil, []string{fmt.Sprintf("phase %d (%s) refused to restore: %v", p, p, err)}
 		case x.refusal == "":
 			r.logf("  restore: %s", rep)
-			return s, r.verify(s, *rep, p, x)
+			if problems := r.verify(s, *rep, p, x); problems != nil {
+				return s, problems
+			}
+			return r.steady(s, *rep, p, b)
 		case err == nil:
 			s.Close()
 			return nil, []string{fmt.Sprintf("phase %d (%s) restored (%s), but must refuse: %s", p, p, rep, x.refusal)}
@@ -278,6 +291,78 @@ func (r *run[K, V]) start(p migrate.Phase, b build, inject bool) (*migrate.Store
 	return nil, []string{"the operator's remedies did not get the Store to start"}
 }
 
+// steady restarts the Store s, which restore rep just started in phase p,
+// once more, cleanly and with nothing changed in between, and checks that
+// the second restore finds the state as the first left it: a restore that
+// healed what it found leaves nothing to reconcile. (A configuration that
+// fails this reports the same divergence, backfill or staleness at every
+// start, and keeps a fleet's gate red for good: an Equal that compares
+// what legacy cannot see, say.) Phase 0 is left out: it serves legacy, and
+// a volatile legacy's state dies at every restart. So is a restore that
+// met a partial listing, whose next, complete, listing has more to say.
+func (r *run[K, V]) steady(s *migrate.Store[K, V], rep migrate.Report[K], p migrate.Phase, b build) (*migrate.Store[K, V], []string) {
+	if p == migrate.PhaseLegacy || len(r.w.hiddenIDs) > 0 {
+		return s, nil
+	}
+	first := r.servedByID(s)
+	r.stop(s, p, restartClean)
+	mc, err := r.configure(p, b)
+	if err != nil {
+		return nil, []string{err.Error()}
+	}
+	s, again, err := r.restore(mc)
+	if err != nil {
+		return nil, []string{fmt.Sprintf("STEADY STATE: phase %d (%s) restored, then refused to restore again with nothing changed: %v", p, p, err)}
+	}
+	r.logf("  restore again: %s", again)
+	problems := steadyProblems(rep, *again, r.a.match)
+	if !maps.EqualFunc(first, r.servedByID(s), func(a, b entry[K, V]) bool { return same(a, b) }) {
+		problems = append(problems, "STEADY STATE: a restore right after a restore, with no write between, serves another state")
+	}
+	for _, pr := range problems {
+		r.logf("  %s", pr)
+	}
+	return s, problems
+}
+
+// steadyProblems compares the report of a restore right after a restore
+// (again) with the first one's.
+func steadyProblems[K comparable](first, again migrate.Report[K], match func(K) K) []string {
+	var problems []string
+	say := func(what string, n int) {
+		if n > 0 {
+			problems = append(problems, fmt.Sprintf("STEADY STATE: a restore right after a restore, with no write between, reported %d %s (the first restore left them, or Config.Equal compares what legacy cannot see)", n, what))
+		}
+	}
+	say("entries diverged", len(again.Diverged))
+	say("entries backfilled", len(again.Backfilled))
+	say("entries dropped", len(again.Dropped)+len(again.Pruned))
+	was := map[K]bool{}
+	for _, k := range first.Orphaned {
+		was[match(k)] = true
+	}
+	newOrphans := 0
+	for _, k := range again.Orphaned {
+		if !was[match(k)] {
+			newOrphans++
+		}
+	}
+	say("new orphans", newOrphans)
+	if again.Stale != "" {
+		problems = append(problems, "STEADY STATE: a restore right after a restore, with no write between, found the checkpoint stale: "+again.Stale)
+	}
+	return problems
+}
+
+// servedByID is what s serves, by identity.
+func (r *run[K, V]) servedByID(s *migrate.Store[K, V]) map[K]entry[K, V] {
+	served := map[K]entry[K, V]{}
+	for k, v := range s.All() {
+		served[r.a.match(k)] = entry[K, V]{k, v}
+	}
+	return served
+}
+
 // configure asks the factory for the configuration of the binary for phase
 // p, built as b, over the world's sides.
 func (r *run[K, V]) configure(p migrate.Phase, b build) (migrate.Config[K, V], error) {
@@ -292,6 +377,11 @@ func (r *run[K, V]) configure(p migrate.Phase, b build) (migrate.Config[K, V], e
 	var legacy source.Reader[K, V] = &implicitSide[K, V]{w: &r.w, match: r.a.match}
 	if r.w.exp != nil {
 		legacy = &explicitSide[K, V]{implicitSide[K, V]{w: &r.w, match: r.a.match}}
+	}
+	if r.cfg.OpenLegacy != nil {
+		if err := r.w.openStore(r.cfg.OpenLegacy); err != nil {
+			return migrate.Config[K, V]{}, err
+		}
 	}
 	mc, err := r.cfg.New(p, legacy, cp)
 	if err != nil {
@@ -341,7 +431,7 @@ func (r *run[K, V]) checkRefusal(err error, x expectation, before string, legacy
 func (r *run[K, V]) remedy(x expectation, p migrate.Phase, b build) (build, error) {
 	switch x.remedy {
 	case rollForward:
-		r.logf("  the operator rolls forward to %s", newBuild)
+		r.logf("  the operator rolls forward to %s", r.w.name(newBuild))
 		return newBuild, nil
 	case moveAside:
 		where, _ := r.w.disk.Quarantine(context.Background())

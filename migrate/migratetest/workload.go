@@ -185,17 +185,13 @@ func (r *run[K, V]) acknowledge(chs []change[K, V], p migrate.Phase) {
 	a := &r.acks
 	for _, c := range chs {
 		old, had := a.truth[c.id]
-		// A Delete reaches an entry the Store does not serve (an orphan it
-		// does not know, an entry a partial listing hid) only where it
-		// lives: in legacy, which phase 3 does not write.
-		reaches := !c.del || r.w.exp == nil || p != migrate.PhaseContract
-		if reaches || !a.latent[c.id] {
-			delete(a.orphans, c.id)
-			delete(a.latent, c.id)
-		}
-		if reaches {
-			delete(a.hidden, c.id)
-		}
+		// An acknowledged write settles its entry for good, whatever the
+		// Store served before it: an orphan it kept, an entry a partial
+		// listing hid, a write whose outcome was unknown. (A Delete of an
+		// entry only legacy holds, acknowledged in phase 3, which does not
+		// write legacy, must survive a rollback all the same.)
+		delete(a.orphans, c.id)
+		delete(a.hidden, c.id)
 		delete(a.uncertain, c.id)
 		e := c.e
 		if p == migrate.PhaseLegacy && r.w.exp == nil && !c.del {
@@ -232,8 +228,13 @@ func (r *run[K, V]) putKey() K {
 }
 
 // deleteKey picks the key of a delete: mostly an entry the node has, by the
-// key it was written with (a DEL carries the ADD's key), sometimes any key.
+// key it was written with (a DEL carries the ADD's key); sometimes one whose
+// fate is open (a write a crash cut short, an orphan: the DEL the runtime
+// retries after a failed ADD); sometimes any key.
 func (r *run[K, V]) deleteKey() K {
+	if open := r.openKeys(); len(open) > 0 && r.rng.IntN(5) == 0 {
+		return open[r.rng.IntN(len(open))]
+	}
 	if len(r.acks.truth) > 0 && r.rng.IntN(5) > 0 {
 		keys := make([]K, 0, len(r.acks.truth))
 		for _, id := range sortedKeys(r.acks.truth) {
@@ -245,6 +246,20 @@ func (r *run[K, V]) deleteKey() K {
 		return r.cfg.Key(r.rng.IntN(r.nextKey + 1))
 	}
 	return r.cfg.Key(r.rng.IntN(r.cfg.Keys))
+}
+
+// openKeys are the keys of the entries whose fate is open: written by a
+// write whose outcome is not known, or kept as orphans.
+func (r *run[K, V]) openKeys() []K {
+	var keys []K
+	for _, id := range sortedKeys(r.acks.uncertain) {
+		st := r.acks.uncertain[id].states
+		keys = append(keys, st[len(st)-1].e.key)
+	}
+	for _, id := range sortedKeys(r.acks.orphans) {
+		keys = append(keys, r.acks.orphans[id].key)
+	}
+	return keys
 }
 
 func (r *run[K, V]) removeLegacyID(id K) {
@@ -276,6 +291,7 @@ func (r *run[K, V]) expect(p migrate.Phase, b build, mc migrate.Config[K, V], in
 type situation struct {
 	phase        migrate.Phase
 	strict       bool
+	discard      bool // Config.DiscardUnreadableCheckpoint
 	corrupt      bool // the checkpoint is corrupt, and this binary reads it
 	newer        bool // the checkpoint's schema is newer than this build's
 	partial      bool // the listing will be partial
@@ -293,14 +309,15 @@ func (r *run[K, V]) situation(p migrate.Phase, b build, mc migrate.Config[K, V])
 	sit := situation{
 		phase:        p,
 		strict:       mc.Strict,
+		discard:      mc.DiscardUnreadableCheckpoint,
 		corrupt:      hasCkpt && f.corrupt,
-		newer:        hasCkpt && f.readable && b == oldBuild && f.meta.Schema > 1,
+		newer:        hasCkpt && f.readable && f.meta.Schema > r.w.schemas[b],
 		partial:      len(r.w.hide) > 0 && mc.Legacy != nil,
 		bootOld:      f.readable && f.meta.BootID != "" && f.meta.BootID != r.w.bootID(),
-		soleCopy:     p == migrate.PhaseContract || (mc.VolatileLegacy && p != migrate.PhaseLegacy),
 		writesLegacy: r.w.exp != nil && mc.Legacy != nil && p != migrate.PhaseContract,
 		behind:       r.acks.behind,
 	}
+	sit.soleCopy = hasCkpt && soleCopy(p, mc.VolatileLegacy, f)
 	sit.usable = hasCkpt && f.readable && !sit.newer && !sit.bootOld
 	sit.staleLegacy = f.readable && !sit.bootOld && sit.writesLegacy && f.meta.Phase == migrate.PhaseContract.String()
 	return sit
@@ -323,6 +340,8 @@ var refusals = []struct {
 		func(s situation) bool { return s.strict && s.partial }},
 	{"a newer checkpoint that is the sole copy", checkpoint.ErrNewerSchema, rollForward,
 		func(s situation) bool { return s.newer && s.soleCopy && !s.bootOld }},
+	{"a corrupt checkpoint that is the sole copy", checkpoint.ErrCorrupt, moveAside,
+		func(s situation) bool { return s.corrupt && s.soleCopy && !s.discard }},
 	{"a newer checkpoint that says legacy is stale", migrate.ErrUnsafeRestore, rollForward,
 		func(s situation) bool { return s.newer && s.staleLegacy }},
 	{"stale legacy that cannot be read in full", migrate.ErrUnsafeRestore, retry,
@@ -351,6 +370,15 @@ func (r *run[K, V]) inject(hasCkpt, hasLegacy bool) {
 		r.w.hide[r.a.match(k)] = true
 	}
 	r.logf("  the next listing cannot read %d entries", len(r.w.hide))
+}
+
+// soleCopy reports whether the checkpoint f is the only copy of the state:
+// in phase 3, and with a volatile legacy in every phase that reads it
+// (phase 0 of this package included) unless a phase-0 run left it behind,
+// whose state then died with that run.
+func soleCopy(p migrate.Phase, volatile bool, f fileState) bool {
+	marked := f.readable && (f.meta.Behind != "" || f.meta.Phase == migrate.PhaseLegacy.String())
+	return p == migrate.PhaseContract || (volatile && !marked)
 }
 
 // fileState reads the checkpoint as the newer build would.

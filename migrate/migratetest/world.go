@@ -41,6 +41,22 @@ type world[K comparable, V any] struct {
 	cutAt   int
 	written int
 	frozen  *frozenWorld[K, V]
+
+	// userOpts are the user's checkpoint options (Config.CheckpointOptions),
+	// or nil; schemas the schema each build writes; bootEpoch whether the
+	// checkpoint has a boot epoch.
+	userOpts  func(older bool) []checkpoint.Option
+	schemas   [2]int
+	bootEpoch bool
+
+	// store is what Config.OpenLegacy returned for the running binary, or
+	// nil: the Store reads and writes it in place of exp, which stays
+	// the model. storeMoved says the harness changed exp behind its back
+	// (a new sequence, a crash, a reboot) since the last start;
+	// storeFault is the first thing the store got wrong.
+	store      legacyStore[K, V]
+	storeMoved bool
+	storeFault string
 }
 
 // frozenWorld is the durable state at a crash instant.
@@ -58,7 +74,10 @@ const (
 	oldBuild
 )
 
-func (b build) String() string { return [...]string{"v2 (schema 2)", "v1 (schema 1)"}[b] }
+// name is b's name in a trace: "v2 (schema 2)", with the schema it writes.
+func (w *world[K, V]) name(b build) string {
+	return fmt.Sprintf("v%d (schema %d)", 2-int(b), w.schemas[b])
+}
 
 // sameEntry keeps a key and a value as they are: the schema change between
 // the builds is in name only.
@@ -72,9 +91,18 @@ func (b build) options(bootID string) []checkpoint.Option {
 	return append(opts, checkpoint.WithSchema(2), checkpoint.WithUpgrade(1, sameEntry))
 }
 
-// options are the checkpoint options of build b in this world.
+// options are the checkpoint options of build b in this world: the
+// user's, if any, then the harness's own.
 func (w *world[K, V]) options(b build) []checkpoint.Option {
-	opts := b.options(w.bootID())
+	var opts []checkpoint.Option
+	if w.userOpts != nil {
+		opts = append(opts, w.userOpts(b == oldBuild)...)
+		if w.bootEpoch {
+			opts = append(opts, checkpoint.WithBootID(func() (string, error) { return w.bootID(), nil }))
+		}
+	} else {
+		opts = b.options(w.bootID())
+	}
 	if w.whole {
 		opts = append(opts, checkpoint.WithoutJournal())
 	}
@@ -99,6 +127,20 @@ func (w *world[K, V]) peek() (checkpoint.Snapshot[K, V], error) {
 }
 
 func (w *world[K, V]) legacySnapshot() map[K]V { return w.imp.Snapshot() }
+
+// schemaOf is the schema a checkpoint opened with opts writes.
+func schemaOf[K comparable, V any](opts []checkpoint.Option) (int, error) {
+	m, err := checkpoint.NewMemory[K, V]().Reopen(opts...)
+	if err != nil {
+		return 0, err
+	}
+	ctx := context.Background()
+	if err := m.Save(ctx, checkpoint.Snapshot[K, V]{Entries: map[K]V{}}); err != nil {
+		return 0, err
+	}
+	s, err := m.Load(ctx)
+	return s.Meta.Schema, err
+}
 
 // saveFault returns the injected failure of the next save, if any.
 func (w *world[K, V]) saveFault() error {
@@ -134,7 +176,14 @@ func (w *world[K, V]) freeze() {
 func (w *world[K, V]) thaw() {
 	checkpointtest.SetBytes(w.disk, w.frozen.disk)
 	checkpointtest.SetJournal(w.disk, w.frozen.journal)
-	w.imp.Replace(w.frozen.legacy)
+	w.replaceLegacy(w.frozen.legacy)
+}
+
+// replaceLegacy changes legacy behind the Store's back (a crash rewinds
+// it, a reboot empties it).
+func (w *world[K, V]) replaceLegacy(entries map[K]V) {
+	w.imp.Replace(entries)
+	w.storeMoved = true
 }
 
 // checkpointSide is the Store's view of the checkpoint; it reports durable
@@ -200,7 +249,11 @@ type implicitSide[K comparable, V any] struct {
 }
 
 func (l *implicitSide[K, V]) List(ctx context.Context) (map[K]V, error) {
-	m, err := l.w.imp.List(ctx)
+	list := l.w.imp.List
+	if l.w.store != nil {
+		list = l.w.store.List
+	}
+	m, err := list(ctx)
 	if err != nil || len(l.w.hide) == 0 {
 		return m, err
 	}
@@ -226,6 +279,9 @@ type explicitSide[K comparable, V any] struct{ implicitSide[K, V] }
 
 func (l *explicitSide[K, V]) Put(ctx context.Context, k K, v V) error {
 	err := l.w.exp.Put(ctx, k, v)
+	if err == nil && l.w.store != nil {
+		err = l.w.storeWrite("Put", k, l.w.store.Put(ctx, k, v))
+	}
 	if err == nil {
 		l.w.wrote()
 	}
@@ -234,6 +290,9 @@ func (l *explicitSide[K, V]) Put(ctx context.Context, k K, v V) error {
 
 func (l *explicitSide[K, V]) Delete(ctx context.Context, k K) error {
 	err := l.w.exp.Delete(ctx, k)
+	if err == nil && l.w.store != nil {
+		err = l.w.storeWrite("Delete", k, l.w.store.Delete(ctx, k))
+	}
 	if err == nil {
 		l.w.wrote()
 	}

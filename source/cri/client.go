@@ -42,8 +42,9 @@ type Lister struct {
 	path     string // the socket's path
 	cfg      config
 	log      *zap.Logger
-	conn     *grpc.ClientConn
-	client   runtimeapi.RuntimeServiceClient
+
+	chMu sync.Mutex // guards ch, and users and retired of every channel
+	ch   *channel   // the connection calls use; replaced by redial
 
 	// lastDialErr is the error of the most recent failed connect. gRPC
 	// reports a refused or denied connect only as text inside an
@@ -68,9 +69,10 @@ type Lister struct {
 // NewLister does no I/O: it neither looks at the socket nor connects to it,
 // so a runtime that is not running yet does not fail it. The first I/O is
 // the first call to [Lister.Runtime] or [Lister.Sandboxes] (a [Reader]'s
-// List calls Sandboxes): every call stats the socket, the first call that
-// finds one connects, and the runtime's CRI version is checked at the first
-// call that reaches it. The connection is then kept, and remade by the next
+// List calls Sandboxes): every call stats the socket and, unless the
+// Lister's connection is up, checks that a gRPC server answers on it and
+// connects, and the runtime's CRI version is checked at the first call
+// that reaches it. The connection is then kept, and remade by the first
 // call after the runtime restarts.
 func NewLister(endpoint string, opts ...Option) (*Lister, error) {
 	path, err := socketPath(endpoint)
@@ -87,6 +89,15 @@ func NewLister(endpoint string, opts ...Option) (*Lister, error) {
 		cfg:      cfg,
 		log:      cfg.log.With(zap.String("endpoint", endpoint)),
 	}
+	if l.ch, err = l.newChannel(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// newChannel sets up a gRPC connection to the socket. It does no I/O: gRPC
+// connects at the first call.
+func (l *Lister) newChannel() (*channel, error) {
 	// The kubelet's choices (k8s.io/cri-client remote_runtime.go): authority
 	// "localhost", because a socket path is no host name; a short reconnect
 	// backoff, because the runtime is local and a restarted runtime should
@@ -104,16 +115,14 @@ func NewLister(endpoint string, opts ...Option) (*Lister, error) {
 				Jitter:     backoff.DefaultConfig.Jitter,
 				MaxDelay:   3 * time.Second,
 			},
-			MinConnectTimeout: cfg.timeout,
+			MinConnectTimeout: l.cfg.timeout,
 		}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cfg.maxReceiveSize)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(l.cfg.maxReceiveSize)),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("cri: set up gRPC client for %s: %w", endpoint, err)
+		return nil, fmt.Errorf("cri: set up gRPC client for %s: %w", l.endpoint, err)
 	}
-	l.conn = conn
-	l.client = runtimeapi.NewRuntimeServiceClient(conn)
-	return l, nil
+	return &channel{conn: conn, client: runtimeapi.NewRuntimeServiceClient(conn)}, nil
 }
 
 // socketPath checks endpoint's form and returns the socket path in it.
@@ -123,27 +132,27 @@ func socketPath(endpoint string) (string, error) {
 	var path string
 	switch {
 	case endpoint == "":
-		return "", fmt.Errorf("%w: no endpoint given: %s", ErrInvalidEndpoint, accepted)
+		return "", fmt.Errorf("cri: %w: no endpoint given: %s", ErrInvalidEndpoint, accepted)
 	case strings.HasPrefix(endpoint, "unix://"):
 		path = strings.TrimPrefix(endpoint, "unix://")
 	case strings.HasPrefix(endpoint, "/"):
 		path = endpoint
 	case strings.Contains(endpoint, "://"):
 		scheme, _, _ := strings.Cut(endpoint, "://")
-		return "", fmt.Errorf("%w: %q: scheme %s:// is not supported, only local unix sockets are: %s",
+		return "", fmt.Errorf("cri: %w: %q: scheme %s:// is not supported, only local unix sockets are: %s",
 			ErrInvalidEndpoint, endpoint, scheme, accepted)
 	default:
-		return "", fmt.Errorf("%w: %q is not an absolute path: %s", ErrInvalidEndpoint, endpoint, accepted)
+		return "", fmt.Errorf("cri: %w: %q is not an absolute path: %s", ErrInvalidEndpoint, endpoint, accepted)
 	}
 	if !filepath.IsAbs(path) {
-		return "", fmt.Errorf("%w: %q: the socket path must be absolute (unix:// then /path, three slashes): %s",
+		return "", fmt.Errorf("cri: %w: %q: the socket path must be absolute (unix:// then /path, three slashes): %s",
 			ErrInvalidEndpoint, endpoint, accepted)
 	}
 	path = filepath.Clean(path)
 	// sun_path holds 108 bytes on Linux, the terminating NUL included.
 	// Checking here turns connect's bare EINVAL into a message.
 	if len(path) > 107 {
-		return "", fmt.Errorf("%w: %q: a unix socket path can be at most 107 bytes long, this one is %d",
+		return "", fmt.Errorf("cri: %w: %q: a unix socket path can be at most 107 bytes long, this one is %d",
 			ErrInvalidEndpoint, endpoint, len(path))
 	}
 	return path, nil
@@ -170,7 +179,9 @@ func (l *Lister) Endpoint() string { return l.endpoint }
 func (l *Lister) Close() error {
 	l.closeOnce.Do(func() {
 		l.closed.Store(true)
-		l.closeErr = l.conn.Close()
+		l.chMu.Lock()
+		defer l.chMu.Unlock()
+		l.closeErr = l.ch.conn.Close()
 	})
 	return l.closeErr
 }
@@ -181,27 +192,19 @@ func (l *Lister) Close() error {
 // (the runtime may just have been starting). It fails with
 // [ErrUnsupportedAPI] if the runtime does not serve CRI v1.
 func (l *Lister) Runtime(ctx context.Context) (RuntimeInfo, error) {
-	if err := l.precheck(); err != nil {
+	ch, err := l.connect(ctx)
+	if err != nil {
 		return RuntimeInfo{}, err
 	}
-	return l.version(ctx)
-}
-
-// precheck fails fast on what needs no round trip: a closed Lister or a
-// missing socket. The socket is checked at every call, not by NewLister, because
-// a daemon is often started before the runtime.
-func (l *Lister) precheck() error {
-	if l.closed.Load() {
-		return &callError{msg: fmt.Sprintf("cri: lister for %s is closed", l.endpoint), kinds: []error{ErrClosed}}
-	}
-	return l.checkSocket()
+	defer l.release(ch)
+	return l.version(ctx, ch)
 }
 
 // version asks the runtime for its version unless a previous call already
 // learned it. Concurrent first calls may each ask; the answers are the same
 // and asking twice is cheaper than making one caller wait on another's
 // deadline.
-func (l *Lister) version(ctx context.Context) (RuntimeInfo, error) {
+func (l *Lister) version(ctx context.Context, ch *channel) (RuntimeInfo, error) {
 	l.mu.Lock()
 	info, known := l.runtime, l.known
 	l.mu.Unlock()
@@ -213,9 +216,9 @@ func (l *Lister) version(ctx context.Context) (RuntimeInfo, error) {
 	defer cancel()
 	// The kubelet sends "0.1.0", the version of its runtime API client;
 	// runtimes ignore the field.
-	resp, err := l.client.Version(callCtx, &runtimeapi.VersionRequest{Version: "0.1.0"})
+	resp, err := ch.client.Version(callCtx, &runtimeapi.VersionRequest{Version: "0.1.0"})
 	if status.Code(err) == codes.Unimplemented {
-		return RuntimeInfo{}, l.unsupported(ctx, err)
+		return RuntimeInfo{}, l.unsupported(ctx, ch, err)
 	}
 	if err != nil {
 		return RuntimeInfo{}, l.explain(ctx, callCtx, "Version", err)

@@ -19,8 +19,14 @@
 //
 // NewLister does no I/O, so a daemon may start before the runtime does:
 // the first I/O is the first call to [Lister.Runtime] or [Lister.Sandboxes].
-// Each call checks the socket, connects if need be, and on the first
-// successful contact asks the runtime for its version ([Lister.Runtime]).
+// Each call checks that the socket exists; unless the Lister's connection
+// is up, it checks that a gRPC server answers on the socket (a connection
+// of its own, on which a gRPC server speaks first) and connects, afresh if
+// gRPC was waiting out its reconnect backoff; and on the first successful
+// contact it asks the runtime for its version ([Lister.Runtime]). So the
+// same Lister serves a runtime that starts late, crashes, or restarts: the
+// calls while it is down fail at once, and the first call after it listens
+// again succeeds.
 //
 // [Lister.Sandboxes] returns the ready sandboxes with their pod identity and
 // IPs; [Reader] turns them into a source.Reader of the daemon's own keys and
@@ -29,8 +35,10 @@
 // # Errors and what to do about them
 //
 // Errors are matched with errors.Is against this package's sentinels and
-// still wrap the gRPC status (status.Code works on them) or OS error beneath.
-// Every message names the socket or the endpoint.
+// still wrap the gRPC status the call failed with, or would have failed
+// with when the failure was found before it (status.Code works on them),
+// and the OS error beneath, if any. Every message names the socket or the
+// endpoint.
 //
 //   - [ErrSocketMissing]: nothing at the socket path, or not a socket. The
 //     runtime is not running or listens elsewhere; check the endpoint and
@@ -40,10 +48,17 @@
 //     it. "connection refused" means a stale socket file from a runtime that
 //     stopped or crashed: restart the runtime. "permission denied" means the
 //     daemon cannot use the socket: run it as root or fix the socket's mode.
-//   - [ErrTimeout]: the runtime accepted the call but did not answer within
-//     the timeout ([WithTimeout], 5s by default) or the caller's deadline. The runtime is
-//     overloaded or hung; crictl pods against the same endpoint shows which.
-//     It also matches ErrRuntimeNotResponding.
+//   - [ErrTimeout]: the runtime accepted the connection or the call but did
+//     not answer within the timeout ([WithTimeout], 5s by default) or the
+//     caller's deadline. The runtime is overloaded or hung (a process
+//     stopped with SIGSTOP is); crictl pods against the same endpoint shows
+//     which. It also matches ErrRuntimeNotResponding.
+//   - [ErrNotCRIEndpoint]: something listens on the socket but answers in
+//     another protocol than gRPC: containerd's ttrpc socket
+//     (containerd.sock.ttrpc, the message asks "is it the .ttrpc socket?
+//     use containerd.sock"), an HTTP/1 server, a server that greets with a
+//     banner. Fix the endpoint. A server that accepts connections and never
+//     says anything cannot be told from a hung runtime: that is ErrTimeout.
 //   - [ErrUnsupportedAPI]: the runtime does not serve CRI v1. The message
 //     names it when it says what it is (containerd before 1.6 may serve
 //     only v1alpha2). Upgrade to containerd 1.6 or later, or CRI-O 1.26 or
@@ -103,6 +118,14 @@
 // reports are seen: a sandbox with several interfaces (Multus) reports only
 // the addresses its runtime chose to report.
 //
+// A call made while the Lister's connection is not up (the first one, and
+// the first after the runtime went away) opens one more connection to the
+// socket, to see that a gRPC server answers: it reads the server's HTTP/2
+// greeting and hangs up, which a gRPC server takes without a word. A
+// runtime slower than 200 ms to greet gets a second such connection,
+// which carries a ttrpc request and which a gRPC runtime may log as a
+// bogus greeting. While the connection is up, calls make no such check.
+//
 // Only CRI v1 is spoken, and only over a local unix socket. The v1alpha2
 // API is asked for nothing but the runtime's name, to say what to upgrade.
 //
@@ -110,11 +133,16 @@
 // source.Writer, because the runtime learns of a sandbox by creating it.
 //
 // This package and critest are the only ones in phaseshift that import
-// gRPC and k8s.io/cri-api: a daemon that imports them takes on those
-// modules, at least at the versions phaseshift's go.mod requires.
+// gRPC and k8s.io/cri-api, and they are a module of their own
+// (github.com/phaseshift/phaseshift/source/cri): a daemon that imports
+// them takes on those modules, at least at the versions this module's
+// go.mod requires; one that does not keeps its own versions.
 //
 // # Testing
 //
 // Package [github.com/phaseshift/phaseshift/source/cri/critest] runs a fake
-// CRI runtime in process, on a unix socket, for tests and demos.
+// CRI runtime in process, on a unix socket, for tests and demos. The
+// end-to-end suite (examples/e2e) runs a Lister against a real containerd:
+// its listing, the errors above for a missing, frozen, killed and wrong
+// endpoint, and its first call after containerd is killed and restarted.
 package cri

@@ -10,12 +10,12 @@ var (
 	// ErrInvalidEndpoint is returned by NewLister when the endpoint is not a unix
 	// socket given as unix:///path or as an absolute path. CRI runtimes listen
 	// on a local unix socket; TCP and Windows named pipes are not supported.
-	ErrInvalidEndpoint = errors.New("cri: invalid runtime endpoint")
+	ErrInvalidEndpoint = errors.New("invalid runtime endpoint")
 
 	// ErrInvalidOption is returned by NewLister when an option is nil or its
 	// value is out of range, such as WithTimeout(0), and by Reader when its
 	// Lister or mapping function is nil.
-	ErrInvalidOption = errors.New("cri: invalid option")
+	ErrInvalidOption = errors.New("invalid option")
 )
 
 // Errors of a call to the runtime (Sandboxes, Runtime, a Reader's List).
@@ -25,34 +25,41 @@ var (
 	// hostPath mount created before the runtime did) sits at its path. The
 	// runtime is not running, is still starting, or listens elsewhere; the
 	// message names the path.
-	ErrSocketMissing = errors.New("cri: runtime socket does not exist")
+	ErrSocketMissing = errors.New("runtime socket does not exist")
 
 	// ErrRuntimeNotResponding is returned when the socket exists but the
 	// runtime does not answer on it: the connection is refused (a stale
-	// socket file left by a runtime that stopped or crashed), denied, or
-	// dropped. Errors that wrap [ErrTimeout] match it too.
-	ErrRuntimeNotResponding = errors.New("cri: runtime not answering")
+	// socket file left by a runtime that stopped or crashed), denied,
+	// dropped, or closed before the runtime said anything. Errors that wrap [ErrTimeout] match it too.
+	ErrRuntimeNotResponding = errors.New("runtime not answering")
 
 	// ErrTimeout is returned when the runtime accepted the connection but did
 	// not answer a call before its deadline (the [WithTimeout] option, or the
 	// caller's context if that expires first). The runtime is overloaded or
 	// hung. It also matches [ErrRuntimeNotResponding].
-	ErrTimeout = errors.New("cri: runtime did not answer in time")
+	ErrTimeout = errors.New("runtime did not answer in time")
 
 	// ErrUnsupportedAPI is returned when the runtime does not serve CRI v1:
 	// it answers the v1 Version call with Unimplemented (containerd before
 	// 1.6 and other runtimes that speak only v1alpha2) or reports a
 	// pre-v1 API version.
-	ErrUnsupportedAPI = errors.New("cri: runtime does not support CRI v1")
+	ErrUnsupportedAPI = errors.New("runtime does not support CRI v1")
+
+	// ErrNotCRIEndpoint is returned when something listens on the socket
+	// but does not speak gRPC: it answers in another protocol (containerd's
+	// ttrpc socket, containerd.sock.ttrpc, an HTTP/1 server, a banner) or
+	// says nothing useful. The endpoint is wrong; the message says what
+	// answered and which socket to use instead.
+	ErrNotCRIEndpoint = errors.New("not a CRI endpoint")
 
 	// ErrResponseTooLarge is returned when an answer from the runtime is
 	// larger than the receive limit (the [WithMaxReceiveSize] option). Raise the
 	// limit; a node with thousands of pods needs more than gRPC's 4 MiB.
-	ErrResponseTooLarge = errors.New("cri: runtime answer larger than the receive limit")
+	ErrResponseTooLarge = errors.New("runtime answer larger than the receive limit")
 
 	// ErrClosed is returned when a Lister is used after Close, or is closed
 	// while a call is in flight.
-	ErrClosed = errors.New("cri: lister closed")
+	ErrClosed = errors.New("lister closed")
 )
 
 // Errors about one sandbox. They come inside a [*SandboxError], inside the
@@ -61,16 +68,16 @@ var (
 	// ErrInvalidIP is returned when the runtime reports an IP address for a
 	// sandbox that does not parse. The sandbox is left out of the listing
 	// rather than listed with fewer addresses than it holds.
-	ErrInvalidIP = errors.New("cri: runtime reported an invalid IP address")
+	ErrInvalidIP = errors.New("runtime reported an invalid IP address")
 
 	// ErrNoStatus is returned when the runtime answers a sandbox's status
 	// call without a status.
-	ErrNoStatus = errors.New("cri: runtime returned no sandbox status")
+	ErrNoStatus = errors.New("runtime returned no sandbox status")
 
 	// ErrDuplicateKey is returned by a [Reader]'s List when two sandboxes
 	// map to the same key. The newer sandbox (by CreatedAt) is kept; the
 	// error names both.
-	ErrDuplicateKey = errors.New("cri: two sandboxes map to the same key")
+	ErrDuplicateKey = errors.New("two sandboxes map to the same key")
 )
 
 // SandboxError reports a problem with one pod sandbox. Sandboxes returns

@@ -66,18 +66,20 @@ type Sandbox struct {
 // number of sandboxes.
 func (l *Lister) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 	start := time.Now()
-	if err := l.precheck(); err != nil {
-		return nil, err
-	}
-	if _, err := l.version(ctx); err != nil {
-		return nil, err
-	}
-
-	items, err := l.listReady(ctx)
+	ch, err := l.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	outcomes, err := l.statuses(ctx, items)
+	defer l.release(ch)
+	if _, err := l.version(ctx, ch); err != nil {
+		return nil, err
+	}
+
+	items, err := l.listReady(ctx, ch)
+	if err != nil {
+		return nil, err
+	}
+	outcomes, err := l.statuses(ctx, ch, items)
 	if err != nil {
 		return nil, err
 	}
@@ -121,10 +123,10 @@ func (l *Lister) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 // listReady lists the ready sandboxes, once each. It asks the runtime to
 // filter by state and filters again, since the filter is advisory and a
 // runtime that ignores it would otherwise hand back stopped sandboxes.
-func (l *Lister) listReady(ctx context.Context) ([]*runtimeapi.PodSandbox, error) {
+func (l *Lister) listReady(ctx context.Context, ch *channel) ([]*runtimeapi.PodSandbox, error) {
 	callCtx, cancel := context.WithTimeout(ctx, l.cfg.timeout)
 	defer cancel()
-	resp, err := l.client.ListPodSandbox(callCtx, &runtimeapi.ListPodSandboxRequest{
+	resp, err := ch.client.ListPodSandbox(callCtx, &runtimeapi.ListPodSandboxRequest{
 		Filter: &runtimeapi.PodSandboxFilter{
 			State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
 		},
@@ -184,7 +186,7 @@ type outcome struct {
 // reporting 5,000 timeouts one by one would take 5,000 timeouts / 8 in
 // flight to arrive; so a run of as many timeouts as there can be calls in
 // flight, with no answer in between, fails the listing.
-func (l *Lister) statuses(ctx context.Context, items []*runtimeapi.PodSandbox) ([]outcome, error) {
+func (l *Lister) statuses(ctx context.Context, ch *channel, items []*runtimeapi.PodSandbox) ([]outcome, error) {
 	outcomes := make([]outcome, len(items))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -208,7 +210,7 @@ func (l *Lister) statuses(ctx context.Context, items []*runtimeapi.PodSandbox) (
 				if i >= len(items) {
 					return
 				}
-				o := l.status(ctx, items[i])
+				o := l.status(ctx, ch, items[i])
 				if o.err != nil && fatal(ctx, o.err) {
 					fail(o.err)
 					return
@@ -242,7 +244,7 @@ func (l *Lister) statuses(ctx context.Context, items []*runtimeapi.PodSandbox) (
 }
 
 // status reads one sandbox's status and turns it into a Sandbox.
-func (l *Lister) status(ctx context.Context, item *runtimeapi.PodSandbox) outcome {
+func (l *Lister) status(ctx context.Context, ch *channel, item *runtimeapi.PodSandbox) outcome {
 	if item.GetId() == "" {
 		// Asking for the status of "" would come back NotFound and the
 		// sandbox would vanish without a word.
@@ -250,7 +252,7 @@ func (l *Lister) status(ctx context.Context, item *runtimeapi.PodSandbox) outcom
 	}
 	callCtx, cancel := context.WithTimeout(ctx, l.cfg.timeout)
 	defer cancel()
-	resp, err := l.client.PodSandboxStatus(callCtx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: item.GetId()})
+	resp, err := ch.client.PodSandboxStatus(callCtx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: item.GetId()})
 	if status.Code(err) == codes.NotFound {
 		// Removed after the list: it holds nothing to restore any more.
 		return outcome{skip: skipVanished}
@@ -331,7 +333,7 @@ func sandboxIPs(n *runtimeapi.PodSandboxNetworkStatus) ([]netip.Addr, error) {
 		}
 		ip, err := netip.ParseAddr(s)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %q: %w", ErrInvalidIP, s, err)
+			return nil, fmt.Errorf("cri: %w: %q: %w", ErrInvalidIP, s, err)
 		}
 		if !slices.Contains(ips, ip) {
 			ips = append(ips, ip)

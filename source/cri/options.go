@@ -70,7 +70,7 @@ func buildConfig(opts []Option) (config, error) {
 	c := defaultConfig()
 	for i, o := range opts {
 		if o == nil {
-			return c, fmt.Errorf("%w: option %d of %d is nil", ErrInvalidOption, i+1, len(opts))
+			return c, fmt.Errorf("cri: %w: option %d of %d is nil", ErrInvalidOption, i+1, len(opts))
 		}
 		if err := o.apply(&c); err != nil {
 			return c, err
@@ -87,7 +87,7 @@ func buildConfig(opts []Option) (config, error) {
 func WithTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("%w: cri.WithTimeout(%v): the timeout must be positive", ErrInvalidOption, d)
+			return fmt.Errorf("cri: %w: cri.WithTimeout(%v): the timeout must be positive", ErrInvalidOption, d)
 		}
 		c.timeout = d
 		return nil
@@ -100,7 +100,7 @@ func WithTimeout(d time.Duration) Option {
 func WithMaxReceiveSize(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n <= 0 {
-			return fmt.Errorf("%w: cri.WithMaxReceiveSize(%d): the size must be positive", ErrInvalidOption, n)
+			return fmt.Errorf("cri: %w: cri.WithMaxReceiveSize(%d): the size must be positive", ErrInvalidOption, n)
 		}
 		c.maxReceiveSize = n
 		return nil

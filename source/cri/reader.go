@@ -30,9 +30,9 @@ import (
 func Reader[K comparable, V any](l *Lister, fn func(Sandbox) (K, V, bool)) (source.Reader[K, V], error) {
 	switch {
 	case l == nil:
-		return nil, fmt.Errorf("%w: cri.Reader: the Lister is nil: make one with cri.NewLister", ErrInvalidOption)
+		return nil, fmt.Errorf("cri: %w: cri.Reader: the Lister is nil: make one with cri.NewLister", ErrInvalidOption)
 	case fn == nil:
-		return nil, fmt.Errorf("%w: cri.Reader: the mapping function is nil: "+
+		return nil, fmt.Errorf("cri: %w: cri.Reader: the mapping function is nil: "+
 			"pass one that turns a Sandbox into a key and value", ErrInvalidOption)
 	}
 	return &reader[K, V]{l: l, fn: fn}, nil
@@ -76,7 +76,7 @@ func (r *reader[K, V]) List(ctx context.Context) (map[K]V, error) {
 			ID:        dropped.ID,
 			Namespace: dropped.Namespace,
 			Name:      dropped.Name,
-			Err: fmt.Errorf("%w %v: kept sandbox %s (pod %s/%s), created %s, the newer",
+			Err: fmt.Errorf("cri: %w %v: kept sandbox %s (pod %s/%s), created %s, the newer",
 				ErrDuplicateKey, key, kept.ID, kept.Namespace, kept.Name, kept.CreatedAt.UTC().Format(time.RFC3339Nano)),
 		})
 	}

@@ -10,10 +10,10 @@ var (
 	// whitespace in an interface name, an address that is not in the form
 	// host-local writes, a key of another network). The message says what
 	// was wrong.
-	ErrInvalid = errors.New("hostlocal: invalid argument")
+	ErrInvalid = errors.New("invalid argument")
 
 	// ErrClosed is returned by every method of a Source after Close.
-	ErrClosed = errors.New("hostlocal: source closed")
+	ErrClosed = errors.New("source closed")
 )
 
 // Errors of reading host-local's files.
@@ -25,7 +25,7 @@ var (
 	// name, not a regular file. List reports such files in a
 	// *source.ListError and lists the rest; the address stays reserved,
 	// because host-local will not hand out an address whose file exists.
-	ErrMalformed = errors.New("hostlocal: malformed file")
+	ErrMalformed = errors.New("malformed file")
 )
 
 // Errors of Put.
@@ -34,7 +34,7 @@ var (
 	// another key (or by a file List cannot read): host-local's own Reserve
 	// refuses it, and so does Put, rather than overwrite another
 	// container's reservation. Delete the holder first.
-	ErrReserved = errors.New("hostlocal: address already reserved")
+	ErrReserved = errors.New("address already reserved")
 )
 
 // Errors of locking.
@@ -42,5 +42,5 @@ var (
 	// ErrLocked is returned when host-local's lock on the network directory
 	// stayed held by another process (a host-local binary, another exec of
 	// a plugin, another Source) until the context was done.
-	ErrLocked = errors.New("hostlocal: network directory locked by another process")
+	ErrLocked = errors.New("network directory locked by another process")
 )

@@ -148,7 +148,7 @@ func readSmall(path string, buf []byte) ([]byte, []byte, error) {
 func parseOwner(network, data string) (Key, error) {
 	t := strings.TrimSpace(data)
 	if t == "" {
-		return Key{}, fmt.Errorf("%w: empty: host-local was killed between creating the file and writing its owner, or it was truncated; the address stays reserved until the file is removed", ErrMalformed)
+		return Key{}, fmt.Errorf("hostlocal: %w: empty: host-local was killed between creating the file and writing its owner, or it was truncated; the address stays reserved until the file is removed", ErrMalformed)
 	}
 	id, ifname := t, ""
 	if i := strings.Index(t, disk.LineBreak); i >= 0 {
@@ -157,16 +157,16 @@ func parseOwner(network, data string) (Key, error) {
 		id, ifname = t[:i], t[i+1:]
 	}
 	if err := checkPart("the container ID", id); err != nil {
-		return Key{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+		return Key{}, fmt.Errorf("hostlocal: %w: %w", ErrMalformed, err)
 	}
 	if err := checkPart("the interface name", ifname); err != nil {
-		return Key{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+		return Key{}, fmt.Errorf("hostlocal: %w: %w", ErrMalformed, err)
 	}
 	return Key{Network: network, ContainerID: id, IfName: ifname}, nil
 }
 
 func malformed(path, why string) error {
-	return &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: %s", ErrMalformed, why)}
+	return &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("hostlocal: %w: %s", ErrMalformed, why)}
 }
 
 // checkPart reports why s cannot be a container ID or interface name in a
@@ -188,31 +188,31 @@ func checkPart(what, s string) error {
 func checkNetwork(network string) error {
 	switch {
 	case network == "":
-		return fmt.Errorf("%w: empty network name", ErrInvalid)
+		return fmt.Errorf("hostlocal: %w: empty network name", ErrInvalid)
 	case network == "." || network == ".." || strings.ContainsRune(network, '/'):
-		return fmt.Errorf("%w: network name %q is not a single directory name", ErrInvalid, network)
+		return fmt.Errorf("hostlocal: %w: network name %q is not a single directory name", ErrInvalid, network)
 	}
 	if err := checkPart("the network name", network); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
+		return fmt.Errorf("hostlocal: %w: %w", ErrInvalid, err)
 	}
 	return nil
 }
 
 func (s *Source) checkKey(k Key) error {
 	if k.Network != s.network {
-		return fmt.Errorf("%w: the key is of network %q, this Source's is %q", ErrInvalid, k.Network, s.network)
+		return fmt.Errorf("hostlocal: %w: the key is of network %q, this Source's is %q", ErrInvalid, k.Network, s.network)
 	}
 	if k.ContainerID == "" {
-		return fmt.Errorf("%w: empty container ID", ErrInvalid)
+		return fmt.Errorf("hostlocal: %w: empty container ID", ErrInvalid)
 	}
 	if err := checkPart("the container ID", k.ContainerID); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
+		return fmt.Errorf("hostlocal: %w: %w", ErrInvalid, err)
 	}
 	if err := checkPart("the interface name", k.IfName); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
+		return fmt.Errorf("hostlocal: %w: %w", ErrInvalid, err)
 	}
 	if len(k.ContainerID)+len(k.IfName)+len(disk.LineBreak) > maxFileSize {
-		return fmt.Errorf("%w: container ID and interface name longer than %d bytes together", ErrInvalid, maxFileSize-len(disk.LineBreak))
+		return fmt.Errorf("hostlocal: %w: container ID and interface name longer than %d bytes together", ErrInvalid, maxFileSize-len(disk.LineBreak))
 	}
 	return nil
 }
@@ -226,18 +226,18 @@ func canonical(a netip.Addr) bool {
 
 func checkAllocation(a Allocation) error {
 	if len(a.IPs) == 0 {
-		return fmt.Errorf("%w: no addresses (to release a key's addresses, Delete it)", ErrInvalid)
+		return fmt.Errorf("hostlocal: %w: no addresses (to release a key's addresses, Delete it)", ErrInvalid)
 	}
 	for i, ip := range a.IPs {
 		switch {
 		case !ip.IsValid():
-			return fmt.Errorf("%w: address %d is the zero netip.Addr", ErrInvalid, i)
+			return fmt.Errorf("hostlocal: %w: address %d is the zero netip.Addr", ErrInvalid, i)
 		case ip.Zone() != "":
-			return fmt.Errorf("%w: address %d has an IPv6 zone, which host-local cannot record", ErrInvalid, i)
+			return fmt.Errorf("hostlocal: %w: address %d has an IPv6 zone, which host-local cannot record", ErrInvalid, i)
 		case ip.Is4In6():
-			return fmt.Errorf("%w: address %d is IPv4-mapped IPv6, which host-local records as IPv4: use Unmap", ErrInvalid, i)
+			return fmt.Errorf("hostlocal: %w: address %d is IPv4-mapped IPv6, which host-local records as IPv4: use Unmap", ErrInvalid, i)
 		case i > 0 && a.IPs[i-1].Compare(ip) >= 0:
-			return fmt.Errorf("%w: addresses not in ascending order or duplicated (at %d): build the value with NewAllocation", ErrInvalid, i)
+			return fmt.Errorf("hostlocal: %w: addresses not in ascending order or duplicated (at %d): build the value with NewAllocation", ErrInvalid, i)
 		}
 	}
 	return nil

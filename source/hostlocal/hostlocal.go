@@ -127,7 +127,7 @@ func Open(dataDir, network string, opts ...Option) (*Source, error) {
 		}
 	}
 	if cfg.rangeIndexSet && cfg.rangeIndex == nil {
-		return nil, fmt.Errorf("%w: WithRangeIndex(nil): pass the function that maps an address to its range set, or leave the option out", ErrInvalid)
+		return nil, fmt.Errorf("hostlocal: %w: WithRangeIndex(nil): pass the function that maps an address to its range set, or leave the option out", ErrInvalid)
 	}
 	if dataDir == "" {
 		dataDir = DefaultDataDir
@@ -360,7 +360,7 @@ func (s *Source) reserveNew(key Key, alloc Allocation, have map[netip.Addr]strin
 			if f, ok := files[ip]; ok {
 				owner = f.key.String()
 			}
-			return nil, fmt.Errorf("%w: %s is held by %s", err, path, owner)
+			return nil, fmt.Errorf("hostlocal: %w: %s is held by %s", err, path, owner)
 		}
 		return nil, err
 	}

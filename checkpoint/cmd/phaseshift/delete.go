@@ -2,33 +2,53 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"time"
 
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
 )
 
-func init() {
-	verbs["delete"] = &verb{
+// deleteOptions are delete's flags.
+type deleteOptions struct {
+	lockWait time.Duration
+}
+
+func (o *deleteOptions) AddFlags(fs *flag.FlagSet) { addLockWaitFlag(fs, &o.lockWait) }
+
+func newDeleteCommand() *command {
+	o := &deleteOptions{}
+	return &command{
+		name:    "delete",
 		summary: "remove one entry (a leaked one) from a checkpoint, durably",
 		args:    "PATH KEY",
 		about: `delete removes the entry of KEY (as JSON, see phaseshift get --help) from
-PATH, under the checkpoint's lock, durably. It keeps the file it replaces as
-a quarantined copy (PATH.corrupt-<time>) and, as every save does, as
+PATH, under the checkpoint's lock, durably. It keeps the file it replaces,
+with its journal, as PATH.before-delete-<time> (phaseshift restore-kept
+puts it back: a mistaken delete can be undone) and, as every save does, as
 PATH.prev; every other entry is written as it was. The file must be intact
 (see restore-prev and reseal for one that is not). It exits 1, changing
-nothing, if there is no such key, and 7 if a daemon holds the lock longer
-than --lock-wait: stop the daemon first, since it would not see the change
-and would write the entry back at its next save.`,
+nothing, if there is no such key.
+
+When a daemon holds the checkpoint's lock and serves its control socket
+(PATH.control.sock, package migrate/control), delete sends the delete to
+the daemon's own Store through it: the daemon deletes the entry as its own
+write, durably, so that its memory and its checkpoint agree afterwards (no
+copy is kept then; save the entry first with phaseshift get if you may
+want it back). A daemon that holds the lock and serves no socket would not
+see a change to its file and would write the entry back at its next save:
+delete then waits --lock-wait and exits 7; stop the daemon first.`,
 		examples: []string{
 			"phaseshift delete /var/run/ipamd/state.json '{\"network\":\"aws-cni\",\"containerID\":\"c1\",\"ifName\":\"eth0\"}'",
 			"phaseshift delete --lock-wait 30s /var/run/vmproxy/state.json '\"vm-17\"'",
+			"phaseshift get /var/run/vmproxy/state.json '\"vm-17\"' > vm-17.json && phaseshift delete /var/run/vmproxy/state.json '\"vm-17\"'   # a live daemon",
 		},
-		flags: []string{"lock-wait"},
-		run:   runDelete,
+		addFlags: o.AddFlags,
+		run:      func(ctx context.Context, e *env, args []string) error { return runDelete(ctx, e, o, args) },
 	}
 }
 
-func runDelete(ctx context.Context, e *env, o *options, args []string) (err error) {
+func runDelete(ctx context.Context, e *env, o *deleteOptions, args []string) (err error) {
 	if err := wantArgs(args, "PATH", "KEY"); err != nil {
 		return err
 	}
@@ -36,7 +56,12 @@ func runDelete(ctx context.Context, e *env, o *options, args []string) (err erro
 	if err != nil {
 		return err
 	}
-	l, err := lock(ctx, args[0], o.lockWait)
+	if d := liveDaemon(args[0]); d != nil {
+		if served, err := d.liveDelete(ctx, e, args[0], key); served {
+			return err
+		}
+	}
+	l, err := lock(ctx, e, args[0], o.lockWait)
 	if err != nil {
 		return err
 	}
@@ -53,13 +78,13 @@ func runDelete(ctx context.Context, e *env, o *options, args []string) (err erro
 		return noSuchKey(j.Path, key)
 	}
 	r := &repaired{Path: j.Path, Action: "delete", Key: j.Entries[i].Key, Replaced: verdictIntact}
-	if r.Kept, err = l.KeepCopy(ctx); err != nil {
+	if r.Kept, err = l.KeepCopy(ctx, r.Action); err != nil {
 		return fail(exitFailed, "keeping a copy of the file before the change, nothing changed: %v", err)
 	}
 	if err := l.Delete(ctx, j.Meta, r.Key); err != nil {
 		return fail(exitFailed, "deleting the entry, the file is unchanged: %v", err)
 	}
-	if err := check(ctx, l, r); err != nil {
+	if err := finish(ctx, l, r); err != nil {
 		return err
 	}
 	return printRepaired(e, r, fmt.Sprintf("deleted the entry of key %s from %s (now seq %d, %d entries)", r.Key, r.Path, r.Header.Seq, r.Entries))

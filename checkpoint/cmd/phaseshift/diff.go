@@ -1,19 +1,32 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
-	"reflect"
 	"time"
 
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
+	"github.com/phaseshift/phaseshift/internal/jsonvalue"
 )
 
-func init() {
-	verbs["diff"] = &verb{
+// diffOptions are diff's flags.
+type diffOptions struct {
+	ignoreChecksum bool
+	values         bool
+}
+
+func (o *diffOptions) AddFlags(fs *flag.FlagSet) {
+	addIgnoreChecksumFlag(fs, &o.ignoreChecksum)
+	fs.BoolVar(&o.values, "values", false, "print the values of the entries that differ, not only their keys")
+}
+
+func newDiffCommand() *command {
+	o := &diffOptions{}
+	return &command{
+		name:    "diff",
 		summary: "compare the entries of two checkpoints: only in A, only in B, different",
 		args:    "A B",
 		about: `diff compares the entries of two checkpoint files: PATH and PATH.prev, a
@@ -28,8 +41,8 @@ reads hand-edited files).`,
 			"phaseshift diff --ignore-checksum --values state.json state.json.prev   # before a reseal",
 			"phaseshift diff --json a.json b.json | jq '.different[].key'",
 		},
-		flags: []string{"ignore-checksum", "values"},
-		run:   runDiff,
+		addFlags: o.AddFlags,
+		run:      func(ctx context.Context, e *env, args []string) error { return runDiff(ctx, e, o, args) },
 	}
 }
 
@@ -53,7 +66,7 @@ type diffJSON struct {
 	Different []diffEntry `json:"different"`
 }
 
-func runDiff(ctx context.Context, e *env, o *options, args []string) error {
+func runDiff(ctx context.Context, e *env, o *diffOptions, args []string) error {
 	if err := wantArgs(args, "A", "B"); err != nil {
 		return err
 	}
@@ -115,14 +128,7 @@ func pick(values bool, v json.RawMessage) json.RawMessage {
 }
 
 // sameValue compares two values as JSON values.
-func sameValue(a, b json.RawMessage) bool {
-	if bytes.Equal(a, b) {
-		return true
-	}
-	av, errA := jsonValue(a)
-	bv, errB := jsonValue(b)
-	return errA == nil && errB == nil && reflect.DeepEqual(av, bv)
-}
+func sameValue(a, b json.RawMessage) bool { return jsonvalue.SameText(a, b) }
 
 func printDiff(w io.Writer, d *diffJSON) {
 	fmt.Fprintf(w, "A: %s (%s)\nB: %s (%s)\n", d.A, headerLine(d.HeaderA), d.B, headerLine(d.HeaderB))

@@ -2,19 +2,30 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
-	"math/big"
-	"reflect"
 
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
+	"github.com/phaseshift/phaseshift/internal/jsonvalue"
 )
 
-func init() {
-	verbs["list"] = &verb{
+// listOptions are list's flags.
+type listOptions struct {
+	ignoreChecksum bool
+	file           bool
+}
+
+func (o *listOptions) AddFlags(fs *flag.FlagSet) {
+	addIgnoreChecksumFlag(fs, &o.ignoreChecksum)
+	addFileFlag(fs, &o.file)
+}
+
+func newListCommand() *command {
+	o := &listOptions{}
+	return &command{
+		name:    "list",
 		summary: "print every entry as a JSON line {\"key\":...,\"value\":...}",
 		args:    "PATH",
 		about: `list prints the entries a daemon would restore from PATH, one JSON object
@@ -22,35 +33,64 @@ func init() {
 holds the values: treat it as you treat the file. A file that is not intact
 prints nothing and exits with its verdict; with --ignore-checksum, a
 hand-edited file (checksum mismatch) is read as if its checksum held. When
-some entries cannot be read (a key twice), list prints the others and exits 4.`,
+some entries cannot be read (a key twice), list prints the others and exits 4.
+
+When a daemon holds the checkpoint's lock and serves its control socket
+(PATH.control.sock, package migrate/control), list prints the entries of
+the daemon's Store instead, through the socket, sorted by key: what the
+daemon serves. --file reads the file even then.`,
 		examples: []string{
 			"phaseshift list /var/run/ipamd/state.json | jq -c .key",
 			"phaseshift list /var/run/ipamd/state.json | jq -c 'select(.value.ip == \"10.0.0.7\")'",
 			"phaseshift list --ignore-checksum /var/run/ipamd/state.json | wc -l",
 		},
-		flags: []string{"ignore-checksum"},
-		run:   runList,
+		addFlags: o.AddFlags,
+		run:      func(ctx context.Context, e *env, args []string) error { return runList(ctx, e, o, args) },
 	}
-	verbs["get"] = &verb{
+}
+
+// getOptions are get's flags.
+type getOptions struct {
+	ignoreChecksum bool
+	file           bool
+}
+
+func (o *getOptions) AddFlags(fs *flag.FlagSet) {
+	addIgnoreChecksumFlag(fs, &o.ignoreChecksum)
+	addFileFlag(fs, &o.file)
+}
+
+func newGetCommand() *command {
+	o := &getOptions{}
+	return &command{
+		name:    "get",
 		summary: "print one entry as a JSON line; KEY is JSON",
 		args:    "PATH KEY",
 		about: `get prints the entry of KEY in PATH as one JSON line {"key":...,"value":...}.
 KEY is the key's JSON, as list prints it: '"c1"' for a string key, 42 for a
 number, '{"network":"n1","containerID":"c1","ifName":"eth0"}' for a struct;
-spacing and field order do not matter. It exits 1 if there is no such key.`,
+spacing and field order do not matter. It exits 1 if there is no such key.
+When a daemon holds the checkpoint's lock and serves its control socket
+(PATH.control.sock), get asks the daemon's Store through it (which finds
+the key as the daemon's Get does); --file reads the file even then.`,
 		examples: []string{
 			"phaseshift get /var/run/ipamd/state.json '{\"network\":\"aws-cni\",\"containerID\":\"c1\",\"ifName\":\"eth0\"}'",
 			"phaseshift get /var/run/vmproxy/state.json '\"vm-17\"' | jq .value",
 			"phaseshift get /var/run/app/state.json -- -1",
 		},
-		flags: []string{"ignore-checksum"},
-		run:   runGet,
+		addFlags: o.AddFlags,
+		run:      func(ctx context.Context, e *env, args []string) error { return runGet(ctx, e, o, args) },
 	}
 }
 
-func runList(ctx context.Context, e *env, o *options, args []string) error {
+func runList(ctx context.Context, e *env, o *listOptions, args []string) error {
 	if err := wantArgs(args, "PATH"); err != nil {
 		return err
+	}
+	if d := liveDaemon(args[0]); d != nil && !o.file && !o.ignoreChecksum {
+		if served, err := d.liveList(ctx, e, args[0]); served {
+			return err
+		}
 	}
 	j := readFile(ctx, args[0], 0, o.ignoreChecksum)
 	if j.verdict != verdictIntact && !(j.verdict == verdictCorrupt && len(j.Entries) > 0) {
@@ -69,13 +109,18 @@ func runList(ctx context.Context, e *env, o *options, args []string) error {
 	return nil
 }
 
-func runGet(ctx context.Context, e *env, o *options, args []string) error {
+func runGet(ctx context.Context, e *env, o *getOptions, args []string) error {
 	if err := wantArgs(args, "PATH", "KEY"); err != nil {
 		return err
 	}
 	key, err := parseKey(args[1])
 	if err != nil {
 		return err
+	}
+	if d := liveDaemon(args[0]); d != nil && !o.file && !o.ignoreChecksum {
+		if served, err := d.liveGet(ctx, e, args[0], key); served {
+			return err
+		}
 	}
 	j := readFile(ctx, args[0], 0, o.ignoreChecksum)
 	if j.verdict != verdictIntact {
@@ -121,14 +166,14 @@ func findKey(ents []rawfile.Entry, key rawfile.Key) (int, error) {
 			return i, nil
 		}
 	}
-	want, err := jsonValue([]byte(key))
+	want, err := jsonvalue.Decode([]byte(key))
 	if err != nil {
 		return -1, nil
 	}
 	found := -1
 	for i, e := range ents {
-		got, err := jsonValue([]byte(e.Key))
-		if err != nil || !reflect.DeepEqual(got, want) {
+		got, err := jsonvalue.Decode([]byte(e.Key))
+		if err != nil || !jsonvalue.Equal(got, want) {
 			continue
 		}
 		if found >= 0 {
@@ -137,39 +182,4 @@ func findKey(ents []rawfile.Entry, key rawfile.Key) (int, error) {
 		found = i
 	}
 	return found, nil
-}
-
-// jsonValue decodes JSON into Go values, numbers as the exact rational
-// they spell (so 1e2 is 100, and 2^53+1 is not 2^53).
-func jsonValue(data []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	return normalize(v), nil
-}
-
-// number is a JSON number in jsonValue's output: a type of its own, so that
-// the number 1 never equals the string "1".
-type number string
-
-func normalize(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		if r, ok := new(big.Rat).SetString(string(x)); ok {
-			return number(r.RatString())
-		}
-		return number(x)
-	case map[string]any:
-		for k, e := range x {
-			x[k] = normalize(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = normalize(e)
-		}
-	}
-	return v
 }

@@ -3,73 +3,56 @@ package main
 import (
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"time"
 )
 
-// Exit statuses. They are the command's interface to scripts and node
-// problem detectors: never renumber one.
-const (
-	exitOK         = 0
-	exitNo         = 1 // no such key; the files differ
-	exitUsage      = 2
-	exitMissing    = 3
-	exitCorrupt    = 4
-	exitNewer      = 5
-	exitUnreadable = 6
-	exitLocked     = 7
-	exitFailed     = 8
-)
+// The flags that several verbs take, each registered by the verb's own
+// options (its AddFlags) through these functions, so that a flag has one
+// name, default and help text wherever it appears.
 
-// status is an error that carries an exit status. An empty msg prints
-// nothing (the verb has said it on stdout).
-type status struct {
-	code int
-	msg  string
+func addSchemaFlag(fs *flag.FlagSet, p *int) {
+	fs.IntVar(p, "schema", 0, "the value schema the daemon knows (its checkpoint.WithSchema): a file of a higher schema is reported as newer, exit 5")
 }
 
-func (s *status) Error() string { return s.msg }
-
-func fail(code int, format string, args ...any) error {
-	return &status{code: code, msg: fmt.Sprintf(format, args...)}
+func addIgnoreChecksumFlag(fs *flag.FlagSet, p *bool) {
+	fs.BoolVar(p, "ignore-checksum", false, "read a file whose checksum fails (a hand edit) as if it held; its layout must still be the writer's")
 }
 
-func usageError(format string, args ...any) error {
-	return fail(exitUsage, format, args...)
+const defaultLockWait = 5 * time.Second
+
+func addLockWaitFlag(fs *flag.FlagSet, p *time.Duration) {
+	fs.DurationVar(p, "lock-wait", defaultLockWait, "how long to wait for a process that holds the checkpoint's lock before failing (exit 7)")
 }
 
-// options are every verb's flags; each verb declares the ones it takes.
-type options struct {
-	json           bool
-	schema         int
-	ignoreChecksum bool
-	values         bool
-	lockWait       time.Duration
-	handEdited     bool
-	replaceIntact  bool
+func addReplaceIntactFlag(fs *flag.FlagSet, p *bool, loses string) {
+	fs.BoolVar(p, "replace-intact", false, "replace the file even if it is intact (it then loses "+loses+")")
+}
+
+func addFileFlag(fs *flag.FlagSet, p *bool) {
+	fs.BoolVar(p, "file", false, "read the file even when a daemon holds the lock and serves a control socket (by default the daemon's Store is read through it)")
 }
 
 var errHelp = errors.New("help")
 
-func newFlagSet(name string, v *verb, o *options) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+// newFlagSet returns the flag set of c, with --json (every verb's) bound
+// to *json and the verb's own flags bound to its options.
+func newFlagSet(c *command, json *bool) *flag.FlagSet {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.BoolVar(&o.json, "json", false, "print JSON for machines instead of text")
-	for _, f := range v.flags {
-		flagDecls[f](fs, o)
+	fs.BoolVar(json, "json", false, "print JSON for machines instead of text")
+	if c.addFlags != nil {
+		c.addFlags(fs)
 	}
 	return fs
 }
 
-// parseFlags parses args, allowing flags after the positional arguments
-// (phaseshift get PATH KEY --json); everything after "--" is positional,
-// for a key that starts with "-" (a negative number).
-func parseFlags(name string, v *verb, args []string) (*options, []string, error) {
-	o := &options{}
-	fs := newFlagSet(name, v, o)
+// parseFlags parses args into fs, allowing flags after the positional
+// arguments (phaseshift get PATH KEY --json); everything after "--" is
+// positional, for a key that starts with "-" (a negative number).
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	var rest []string
 	if i := slices.Index(args, "--"); i >= 0 {
 		args, rest = args[:i], args[i+1:]
@@ -78,13 +61,13 @@ func parseFlags(name string, v *verb, args []string) (*options, []string, error)
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return o, nil, errHelp
+				return nil, errHelp
 			}
 			msg := err.Error()
 			if strings.Contains(msg, "flag provided but not defined: -") {
-				msg += " (a key that starts with \"-\" goes after \"--\": phaseshift " + name + " PATH -- -1)"
+				msg += " (a key that starts with \"-\" goes after \"--\": phaseshift " + fs.Name() + " PATH -- -1)"
 			}
-			return o, nil, usageError("%s", msg)
+			return nil, usageError("%s", msg)
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -92,32 +75,8 @@ func parseFlags(name string, v *verb, args []string) (*options, []string, error)
 		}
 		pos, args = append(pos, args[0]), args[1:]
 	}
-	return o, append(pos, rest...), nil
+	return append(pos, rest...), nil
 }
-
-// flagDecls declares each flag a verb may take (verb.flags names them).
-var flagDecls = map[string]func(fs *flag.FlagSet, o *options){
-	"schema": func(fs *flag.FlagSet, o *options) {
-		fs.IntVar(&o.schema, "schema", 0, "the value schema the daemon knows (its checkpoint.WithSchema): a file of a higher schema is reported as newer, exit 5")
-	},
-	"ignore-checksum": func(fs *flag.FlagSet, o *options) {
-		fs.BoolVar(&o.ignoreChecksum, "ignore-checksum", false, "read a file whose checksum fails (a hand edit) as if it held; its layout must still be the writer's")
-	},
-	"values": func(fs *flag.FlagSet, o *options) {
-		fs.BoolVar(&o.values, "values", false, "print the values of the entries that differ, not only their keys")
-	},
-	"lock-wait": func(fs *flag.FlagSet, o *options) {
-		fs.DurationVar(&o.lockWait, "lock-wait", defaultLockWait, "how long to wait for a process that holds the checkpoint's lock before failing (exit 7)")
-	},
-	"i-edited-this-file-by-hand": func(fs *flag.FlagSet, o *options) {
-		fs.BoolVar(&o.handEdited, "i-edited-this-file-by-hand", false, "confirm that the file's content is what you want the daemon to restore")
-	},
-	"replace-intact": func(fs *flag.FlagSet, o *options) {
-		fs.BoolVar(&o.replaceIntact, "replace-intact", false, "replace the file even if it is intact (it then loses the writes made since .prev)")
-	},
-}
-
-const defaultLockWait = 5 * time.Second
 
 // wantArgs checks the number of positional arguments.
 func wantArgs(args []string, names ...string) error {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 )
 
 // inspectOut is inspect's --json output, as a script reads it.
@@ -40,11 +41,13 @@ type inspectOut struct {
 		Entries int
 		Header  *struct{ Seq uint64 }
 	}
-	Quarantined []struct {
-		Path          string
-		Verdict       string
-		Header        *struct{ Seq uint64 }
-		QuarantinedAt *time.Time
+	Kept []struct {
+		Path    string
+		Verdict string
+		Header  *struct{ Seq uint64 }
+		Why     string
+		Verb    string
+		KeptAt  time.Time
 	}
 }
 
@@ -53,7 +56,7 @@ func TestInspectShowsHeaderSiblingsAndLock(t *testing.T) {
 	path := save(t, dir, entries(1))
 	// A quarantined copy, made by the library as a daemon's restore does,
 	// of a file that was seq 1.
-	f, err := checkpoint.Open[key, value](context.Background(), path, checkpoint.WithSchema(schema))
+	f, err := checkpoint.Open[key, value](context.Background(), path, checkpointtest.Schema(schema)...)
 	require.NoError(t, err)
 	before := time.Now().UTC().Add(-time.Second)
 	moved, err := f.Quarantine(context.Background())
@@ -82,11 +85,12 @@ func TestInspectShowsHeaderSiblingsAndLock(t *testing.T) {
 	assert.Equal(t, "intact", out.Prev.Verdict)
 	assert.Equal(t, 2, out.Prev.Entries)
 	assert.Equal(t, uint64(1), out.Prev.Header.Seq)
-	require.Len(t, out.Quarantined, 1)
-	assert.Equal(t, moved, out.Quarantined[0].Path)
-	assert.Equal(t, uint64(1), out.Quarantined[0].Header.Seq)
-	require.NotNil(t, out.Quarantined[0].QuarantinedAt)
-	assert.WithinDuration(t, before, *out.Quarantined[0].QuarantinedAt, time.Minute)
+	require.Len(t, out.Kept, 1)
+	assert.Equal(t, moved, out.Kept[0].Path)
+	assert.Equal(t, uint64(1), out.Kept[0].Header.Seq)
+	assert.Equal(t, "quarantine", out.Kept[0].Why)
+	assert.Empty(t, out.Kept[0].Verb)
+	assert.WithinDuration(t, before, out.Kept[0].KeptAt, time.Minute)
 	// Nobody holds the lock; the file names its last holder, this test.
 	require.NotNil(t, out.Lock.Held)
 	assert.False(t, *out.Lock.Held)
@@ -96,7 +100,7 @@ func TestInspectShowsHeaderSiblingsAndLock(t *testing.T) {
 	require.Equal(t, 0, r.code)
 	for _, want := range []string{"verdict:   intact", "seq:       2", "phase:     migrate", "writer:    ipamd v1.8.0",
 		"boot ID:   boot-1", "entries:   3", fmt.Sprintf("size:      %d bytes", size), "checksum:  ok",
-		"lock:      not held", "state.json.prev: intact, seq 1", "quarantined copies: 1", filepath.Base(moved) + ": intact, seq 1"} {
+		"lock:      not held", "state.json.prev: intact, seq 1", "kept copies: 1", filepath.Base(moved) + ": intact, seq 1", "; quarantined at "} {
 		assert.Contains(t, r.stdout, want)
 	}
 }
@@ -153,4 +157,32 @@ func TestInspectCorruptAndMissing(t *testing.T) {
 	assert.Equal(t, 3, r.code)
 	assert.Contains(t, r.stdout, "verdict:   missing")
 	assert.Contains(t, r.stdout, "state.json.prev: intact, seq 1, ")
+}
+
+// TestInspectSaysWhyTheCheckpointIsBehind: a checkpoint marked behind
+// legacy by a run that could not list legacy (a runtime outage) says so,
+// and says the phase that ran, not "legacy" (issue 21, item 5); phase 0's
+// own mark says phase 0.
+func TestInspectSaysWhyTheCheckpointIsBehind(t *testing.T) {
+	for _, c := range []struct{ phase, behind string }{
+		{"migrate", "phase 2 (migrate) could not read legacy in full"},
+		{"legacy", "phase 0 (legacy) ran, which writes legacy only"},
+	} {
+		t.Run(c.phase, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "state.json")
+			f, err := checkpoint.Open[key, value](context.Background(), path, checkpointtest.Schema(schema)...)
+			require.NoError(t, err)
+			require.NoError(t, f.Save(context.Background(), checkpoint.Snapshot[key, value]{
+				Meta: checkpoint.Meta{Phase: c.phase, Behind: c.behind}, Entries: entries(1)}))
+			require.NoError(t, f.Close())
+			r := run(t, "inspect", path)
+			require.Equal(t, 0, r.code, r.stderr)
+			assert.Contains(t, r.stdout, "phase:     "+c.phase+"\n")
+			assert.Contains(t, r.stdout, "behind:    "+c.behind+"\n")
+			r = run(t, "inspect", "--json", path)
+			assert.Contains(t, r.stdout, `"behind":"`+c.behind+`"`)
+		})
+	}
+	r := run(t, "inspect", save(t, t.TempDir(), entries(1)))
+	assert.NotContains(t, r.stdout, "behind:", "a checkpoint level with legacy says nothing of it")
 }

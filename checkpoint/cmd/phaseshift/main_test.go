@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/internal/testbin"
 )
 
@@ -34,7 +36,14 @@ var (
 	buildErr  error
 )
 
-func TestMain(m *testing.M) { os.Exit(testbin.Run(m, "phaseshift-cmd", &binDir)) }
+// TestMain runs the tests, or, in a child the tests start, plays a
+// daemon that serves its Store on its control socket (live_test.go).
+func TestMain(m *testing.M) {
+	if path := os.Getenv(envDaemon); path != "" {
+		os.Exit(runDaemon(path))
+	}
+	os.Exit(testbin.Run(m, "phaseshift-cmd", &binDir))
+}
 
 // command builds the command once, on first use, and returns its path.
 func command(t *testing.T) string {
@@ -86,9 +95,18 @@ type result struct {
 // run runs the command and checks that its errors hold no value.
 func run(t *testing.T, args ...string) result {
 	t.Helper()
+	return runAs(t, command(t), nil, args...)
+}
+
+// runAs runs bin with the credentials cred (nil: this process's).
+func runAs(t *testing.T, bin string, cred *syscall.Credential, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, command(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	r := result{}
@@ -109,7 +127,7 @@ func run(t *testing.T, args ...string) result {
 func save(t *testing.T, dir string, states ...map[key]value) string {
 	t.Helper()
 	path := filepath.Join(dir, "state.json")
-	f, err := checkpoint.Open[key, value](context.Background(), path, checkpoint.WithSchema(schema), checkpoint.WithoutJournal())
+	f, err := checkpoint.Open[key, value](context.Background(), path, append(checkpointtest.Schema(schema), checkpoint.WithoutJournal())...)
 	require.NoError(t, err)
 	defer f.Close()
 	for _, s := range states {
@@ -122,7 +140,7 @@ func save(t *testing.T, dir string, states ...map[key]value) string {
 // load reads path as the daemon would.
 func load(t *testing.T, path string) (checkpoint.Snapshot[key, value], error) {
 	t.Helper()
-	f, err := checkpoint.Open[key, value](context.Background(), path, checkpoint.WithSchema(schema), checkpoint.WithLockWait(time.Second))
+	f, err := checkpoint.Open[key, value](context.Background(), path, append(checkpointtest.Schema(schema), checkpoint.WithLockWait(time.Second))...)
 	require.NoError(t, err)
 	defer f.Close()
 	return f.Load(context.Background())
@@ -174,12 +192,16 @@ func decodeJSON(t *testing.T, out string, into any) {
 	require.NoError(t, json.Unmarshal([]byte(out), into), "output: %s", out)
 }
 
-// quarantined returns the quarantined copies beside path.
-func quarantined(t *testing.T, path string) []string {
+// kept returns the copies kept beside path, the daemon's quarantined ones
+// (path.corrupt-*) and those the repairs kept (path.before-*), journals
+// included, sorted by name.
+func kept(t *testing.T, path string) []string {
 	t.Helper()
-	names, err := filepath.Glob(path + ".corrupt-*")
+	q, err := filepath.Glob(path + ".corrupt-*")
 	require.NoError(t, err)
-	return names
+	b, err := filepath.Glob(path + ".before-*")
+	require.NoError(t, err)
+	return append(q, b...)
 }
 
 func readBytes(t *testing.T, path string) []byte {
@@ -194,8 +216,16 @@ func readBytes(t *testing.T, path string) []byte {
 // description, so the command, another process, finds it held.
 func holdLock(t *testing.T, path string) *checkpoint.File[key, value] {
 	t.Helper()
-	f, err := checkpoint.Open[key, value](context.Background(), path, checkpoint.WithSchema(schema))
+	f, err := checkpoint.Open[key, value](context.Background(), path, checkpointtest.Schema(schema)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.Close() })
 	return f
+}
+
+// repairOut is a repair's --json output.
+type repairOut struct {
+	Path, Action, From, Replaced, Kept string
+	Key                                key
+	Header                             struct{ Seq uint64 }
+	Entries                            int
 }

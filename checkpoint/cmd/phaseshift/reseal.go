@@ -2,13 +2,28 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"time"
 
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
 )
 
-func init() {
-	verbs["reseal"] = &verb{
+// resealOptions are reseal's flags.
+type resealOptions struct {
+	lockWait   time.Duration
+	handEdited bool
+}
+
+func (o *resealOptions) AddFlags(fs *flag.FlagSet) {
+	addLockWaitFlag(fs, &o.lockWait)
+	fs.BoolVar(&o.handEdited, "i-edited-this-file-by-hand", false, "confirm that the file's content is what you want the daemon to restore")
+}
+
+func newResealCommand() *command {
+	o := &resealOptions{}
+	return &command{
+		name:    "reseal",
 		summary: "write a fresh checksum after a deliberate hand edit",
 		args:    "--i-edited-this-file-by-hand PATH",
 		about: `reseal makes a hand-edited checkpoint load again: it reads PATH as if its
@@ -19,21 +34,22 @@ torn write, which reseal would make the daemon trust: so it runs only with
 --i-edited-this-file-by-hand. Check the edit first with
 phaseshift diff --ignore-checksum PATH PATH.prev. The edit must keep the
 writer's layout (one entry per line, the header's lines as they were). The
-hand-edited file is kept as a quarantined copy; PATH.prev is left as it is.
+hand-edited file is kept as PATH.before-reseal-<time>; PATH.prev is left as
+it is.
 With a journal (PATH.journal, checkpoint.WithJournal), its records are
 replayed over the edited file and folded into the resealed one, which
 records the last record's phase and writer, and the journal is kept with
-the quarantined copy and removed.`,
+the copy and removed.`,
 		examples: []string{
 			"phaseshift diff --ignore-checksum --values /var/run/ipamd/state.json /var/run/ipamd/state.json.prev",
 			"phaseshift reseal --i-edited-this-file-by-hand /var/run/ipamd/state.json",
 		},
-		flags: []string{"lock-wait", "i-edited-this-file-by-hand"},
-		run:   runReseal,
+		addFlags: o.AddFlags,
+		run:      func(ctx context.Context, e *env, args []string) error { return runReseal(ctx, e, o, args) },
 	}
 }
 
-func runReseal(ctx context.Context, e *env, o *options, args []string) (err error) {
+func runReseal(ctx context.Context, e *env, o *resealOptions, args []string) (err error) {
 	if err := wantArgs(args, "PATH"); err != nil {
 		return err
 	}
@@ -41,7 +57,7 @@ func runReseal(ctx context.Context, e *env, o *options, args []string) (err erro
 		return usageError("reseal makes the daemon trust whatever %s holds, and a checksum that fails may be bit rot or a torn write, not your edit: "+
 			"check it with phaseshift diff --ignore-checksum %s %s.prev, then pass --i-edited-this-file-by-hand", args[0], args[0], args[0])
 	}
-	l, err := lock(ctx, args[0], o.lockWait)
+	l, err := lock(ctx, e, args[0], o.lockWait)
 	if err != nil {
 		return err
 	}
@@ -56,14 +72,8 @@ func runReseal(ctx context.Context, e *env, o *options, args []string) (err erro
 		return printRepaired(e, r, fmt.Sprintf("%s is intact already (its checksum holds): nothing to reseal", j.Path))
 	}
 	r.Replaced = "checksum mismatch"
-	if r.Kept, err = l.KeepCopy(ctx); err != nil {
-		return fail(exitFailed, "keeping a copy of the file before resealing it, nothing changed: %v", err)
-	}
 	prev := readFile(ctx, rawfile.NamesOf(j.Path).Prev, 0, false)
-	if err := l.Replace(ctx, j.Meta, j.Entries, max(seqOf(j), seqOf(prev))); err != nil {
-		return fail(exitFailed, "writing %s: %v", j.Path, err)
-	}
-	if err := check(ctx, l, r); err != nil {
+	if err := replace(ctx, l, r, j, j.Meta, j.Entries, seqOf(prev)); err != nil {
 		return err
 	}
 	return printRepaired(e, r, fmt.Sprintf("resealed %s: %d entries, now seq %d", r.Path, r.Entries, r.Header.Seq))

@@ -76,6 +76,9 @@ func (j *judged) failure() error {
 
 // advice says what an operator can do about a file that is not intact.
 func advice(j *judged) string {
+	if d := j.Journal.Damage; d != nil && j.verdict == verdictCorrupt {
+		return journalAdvice(j, d)
+	}
 	names := rawfile.NamesOf(j.Path)
 	switch j.verdict {
 	case verdictMissing:
@@ -99,6 +102,17 @@ func advice(j *judged) string {
 	return ""
 }
 
+// journalAdvice says what to do about a damaged journal.
+func journalAdvice(j *judged, d *rawfile.Damage) string {
+	if d.FileMissing {
+		return fmt.Sprintf("the journal %s follows a file that is missing: stop the daemon and run phaseshift restore-prev %s (it keeps the journal aside), "+
+			"or restore a kept copy of the file with phaseshift restore-kept (see them with phaseshift inspect %s)", j.Journal.Path, j.Path, j.Path)
+	}
+	return fmt.Sprintf("see where with: phaseshift inspect %s. Then stop the daemon and run phaseshift repair-journal %s: it says which records it keeps "+
+		"(every one before the damage) and which it drops, and does it with --drop-damaged-records; restore-prev would lose every commit since the last compaction",
+		j.Path, j.Path)
+}
+
 // headerJSON is a header in --json output.
 type headerJSON struct {
 	Format  int       `json:"format"`
@@ -106,13 +120,25 @@ type headerJSON struct {
 	Phase   string    `json:"phase"`
 	Writer  string    `json:"writer"`
 	BootID  string    `json:"bootID"`
+	Behind  string    `json:"behind,omitempty"`
 	Seq     uint64    `json:"seq"`
 	SavedAt time.Time `json:"savedAt"`
 }
 
-// header returns the file's header for --json output, or nil if it could
-// not be read.
+// header returns the header Load returns, for --json output: with a
+// journal, the seq, phase, writer, boot ID and time of its last record
+// replayed; nil if the file's header could not be read.
 func (j *judged) header() *headerJSON {
+	if j.Size < 0 || j.HeaderErr != nil {
+		return nil
+	}
+	h := headerJSON(j.Meta)
+	return &h
+}
+
+// fileHeader returns the header the file itself holds, which the records
+// of its journal follow; nil if it could not be read.
+func (j *judged) fileHeader() *headerJSON {
 	if j.Size < 0 || j.HeaderErr != nil {
 		return nil
 	}
@@ -129,6 +155,9 @@ func (j *judged) summary() string {
 	s := fmt.Sprintf("format %d, schema %d, seq %d, saved %s", h.Format, h.Schema, h.Seq, h.SavedAt.Format(time.RFC3339))
 	if j.verdict == verdictIntact {
 		s += fmt.Sprintf(", %d entries", len(j.Entries))
+	}
+	if j.Journal.Records > 0 {
+		s += fmt.Sprintf("; %d journal records over the file's seq %d", j.Journal.Records, j.Header.Seq)
 	}
 	return s
 }

@@ -3,26 +3,36 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 )
 
-func init() {
-	verbs["verify"] = &verb{
+// verifyOptions are verify's flags.
+type verifyOptions struct {
+	schema int
+}
+
+func (o *verifyOptions) AddFlags(fs *flag.FlagSet) { addSchemaFlag(fs, &o.schema) }
+
+func newVerifyCommand() *command {
+	o := &verifyOptions{}
+	return &command{
+		name:    "verify",
 		summary: "check a checkpoint's format and checksum; the exit status says the verdict",
 		args:    "PATH",
-		about: `verify reads PATH as the daemon's Load would and exits with the verdict:
-0 intact, 3 missing, 4 corrupt (checksum mismatch, truncation, not a
-checkpoint), 5 newer (a newer file format, or with --schema a newer value
-schema than the daemon's), 6 unreadable (permissions, not a regular file).
-It does not take the checkpoint's lock, so it is safe beside a running
-daemon.`,
+		about: `verify reads PATH as the daemon's Load would (with its journal replayed) and
+exits with the verdict's status: intact, missing, corrupt (checksum
+mismatch, truncation, a damaged journal, not a checkpoint), newer (a newer
+file format, or with --schema a newer value schema than the daemon's), or
+unreadable (permissions, not a regular file). It does not take the
+checkpoint's lock, so it is safe beside a running daemon.`,
 		examples: []string{
 			"phaseshift verify /var/run/ipamd/state.json",
 			"phaseshift verify --schema 2 /var/run/ipamd/state.json || echo \"verdict $?\"",
 			"phaseshift verify --json /var/run/ipamd/state.json | jq -r .verdict",
 		},
-		flags: []string{"schema"},
-		run:   runVerify,
+		addFlags: o.AddFlags,
+		run:      func(ctx context.Context, e *env, args []string) error { return runVerify(ctx, e, o, args) },
 	}
 }
 
@@ -32,17 +42,18 @@ type verifyJSON struct {
 	Verdict string      `json:"verdict"`
 	Exit    int         `json:"exit"`
 	Reason  string      `json:"reason,omitempty"`
-	Header  *headerJSON `json:"header"`
+	Header  *headerJSON `json:"header"` // what Load restores: with a journal, its last record's
+	File    *headerJSON `json:"file"`   // the file's own header
 	Entries int         `json:"entries"`
 }
 
-func runVerify(ctx context.Context, e *env, o *options, args []string) error {
+func runVerify(ctx context.Context, e *env, o *verifyOptions, args []string) error {
 	if err := wantArgs(args, "PATH"); err != nil {
 		return err
 	}
 	j := readFile(ctx, args[0], o.schema, false)
 	if e.json {
-		out := verifyJSON{Path: j.Path, Verdict: j.verdict, Exit: j.code(), Reason: j.reason, Header: j.header(), Entries: len(j.Entries)}
+		out := verifyJSON{Path: j.Path, Verdict: j.verdict, Exit: j.code(), Reason: j.reason, Header: j.header(), File: j.fileHeader(), Entries: len(j.Entries)}
 		if err := json.NewEncoder(e.out).Encode(out); err != nil {
 			return err
 		}

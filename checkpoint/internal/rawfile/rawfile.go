@@ -81,6 +81,7 @@ type Header struct {
 	Phase   string
 	Writer  string
 	BootID  string
+	Behind  string
 	Seq     uint64
 	SavedAt time.Time
 }
@@ -110,9 +111,10 @@ type File struct {
 	// one matching checkpoint.ErrNotExist, ErrCorrupt, ErrNewerSchema or
 	// ErrBadEntry; or the error of reading the file.
 	Err error
-	// Meta is the header Load returned when it succeeded: the file's, with
-	// the phase, writer, boot ID, seq and time of the last journal record
-	// replayed over it, if any. It is what a repair writes back.
+	// Meta is the header Load returned: the file's, with the phase,
+	// writer, boot ID, seq and time of the last journal record replayed
+	// over it, if any; Header when Load failed before it read one. It is
+	// what a daemon's Load restores, and what a repair writes back.
 	Meta Header
 	// Journal is what the journal beside the file held (see
 	// checkpoint.WithJournal); Entries include its records.
@@ -123,7 +125,12 @@ type File struct {
 type Journal struct {
 	Path   string
 	Exists bool
-	Bytes  int64 // its size, when the file loaded
+	Bytes  int64 // its size
+	// Total is the number of records in it, whole or not, replayable or
+	// not (lines, and a last one without its end of line); All describes
+	// them all.
+	Total int
+	All   Run
 	// Records is the number of records replayed over the file, Stale the
 	// number skipped because the file already held them.
 	Records, Stale int
@@ -133,6 +140,34 @@ type Journal struct {
 	// Seq is the Seq of the state Load returned: the last replayed
 	// record's, or the file's.
 	Seq uint64
+	// Damage says where Load refused the journal; nil when it did not
+	// (or when the file itself is what Load refused).
+	Damage *Damage
+}
+
+// Damage is where a journal is damaged: the first record that Load's
+// replay refused (one that fails its checksum or its shape and is not the
+// last, one out of sequence, one that follows another file), what comes
+// before it and what follows it. It never holds a record's bytes.
+type Damage struct {
+	Offset, Bytes int64  // the refused record's place in the journal
+	Seq           uint64 // its seq, when its header reads; 0 otherwise
+	Reason        string // why Load refused it
+	// Before are the records before it, which Load replayed or skipped as
+	// stale: what a repair that keeps every intact record keeps.
+	Before Run
+	// After are the records after it, which cannot be replayed without it.
+	After Run
+	// FileMissing says that the file the journal follows is missing: no
+	// record is refused, and every one is in After.
+	FileMissing bool
+}
+
+// Run is a run of consecutive records of a journal.
+type Run struct {
+	Records           int
+	FirstSeq, LastSeq uint64 // of the first and last records that read; 0 if none reads
+	Offset, Bytes     int64  // where the run starts in the journal, and its length
 }
 
 // Options changes how Read reads a file.
@@ -141,6 +176,10 @@ type Options struct {
 	// that the entries of a hand-edited file can be seen (and resealed).
 	// The file's layout must still be the writer's: one entry per line.
 	IgnoreChecksum bool
+	// JournalUpToDamage reads a journal that Load refuses (Journal.Damage)
+	// only up to its damage: Entries and Meta are then the file with the
+	// records before the damage replayed, what a repair keeps.
+	JournalUpToDamage bool
 }
 
 // Locked is a checkpoint opened under its lock, for a repair. Read it
@@ -154,10 +193,16 @@ type Locked interface {
 	// writer and boot ID to write; format, schema, seq and time are set
 	// as Save sets them.
 	Delete(ctx context.Context, h Header, key Key) error
-	// KeepCopy links the file at path to a new quarantine name
-	// (path.corrupt-<UTC time>), and its journal, if any, to that name +
-	// ".journal", durably, leaving them in place, and returns the name.
-	KeepCopy(ctx context.Context) (string, error)
+	// KeepCopy links the file at path to a new name that says which
+	// repair kept it (path.before-<verb>-<UTC time>), and its journal, if
+	// any, to that name + ".journal", durably, leaving them in place, and
+	// returns the name; a journal without its file is kept alone, and the
+	// journal's name returned.
+	KeepCopy(ctx context.Context, verb string) (string, error)
+	// PruneKept removes the oldest copies kept by repairs beyond the bound
+	// (see package checkpoint's Kept copies), best effort, and returns
+	// the names of those it removed. A repair calls it once it is done.
+	PruneKept(ctx context.Context) ([]string, error)
 	// Replace writes h and entries as the checkpoint, in that order,
 	// whatever is at path now (the caller has kept a copy of it), durably,
 	// with a fresh checksum and a seq above both seqAbove and the seq last
@@ -172,9 +217,32 @@ type Locked interface {
 
 // Names are the files package checkpoint keeps beside a checkpoint.
 type Names struct {
-	Prev             string // the previous good file
-	Lock             string // the lock file
-	QuarantinePrefix string // prefix of the quarantined copies' names
+	Prev string // the previous good file
+	Lock string // the lock file
+}
+
+// Why is why a copy was kept.
+type Why string
+
+const (
+	// WhyQuarantine is a copy checkpoint's Quarantine made of a file Load
+	// could not use (path.corrupt-<time>). A phaseshift command older than
+	// the names by verb kept the files its repairs replaced under the same
+	// name.
+	WhyQuarantine Why = "quarantine"
+	// WhyRepair is a copy a repair of the phaseshift command made of the
+	// file it replaced (path.before-<verb>-<time>).
+	WhyRepair Why = "repair"
+)
+
+// Copy is a copy kept beside a checkpoint.
+type Copy struct {
+	Path    string // the copy; the file may be missing (HasFile)
+	Journal string // its journal, or ""
+	HasFile bool   // false: a journal kept without the file it followed
+	Why     Why
+	Verb    string    // the repair's verb, for WhyRepair
+	At      time.Time // when it was kept
 }
 
 // The hooks, set by package checkpoint in an init.
@@ -187,4 +255,9 @@ var (
 	Lock func(ctx context.Context, path string, wait time.Duration) (Locked, error)
 	// NamesOf returns the names of the files kept beside path.
 	NamesOf func(path string) Names
+	// Kept lists the copies kept beside path, oldest first.
+	Kept func(path string) ([]Copy, error)
+	// KeptBound is how many copies of each kind (WhyQuarantine, WhyRepair)
+	// a checkpoint keeps.
+	KeptBound int
 )

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
 )
 
@@ -42,7 +43,7 @@ func TestKeyRoundTrip(t *testing.T) {
 // even of a file Load refuses, and the file's own schema.
 func TestReadAnySchema(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.json")
-	f, err := checkpoint.Open[string, int](context.Background(), path, checkpoint.WithSchema(7))
+	f, err := checkpoint.Open[string, int](context.Background(), path, checkpointtest.Schema(7)...)
 	require.NoError(t, err)
 	require.NoError(t, f.Save(context.Background(), checkpoint.Snapshot[string, int]{Meta: checkpoint.Meta{Phase: "expand"}, Entries: map[string]int{"a": 1, "b": 2}}))
 	require.NoError(t, f.Close())

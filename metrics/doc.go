@@ -1,0 +1,70 @@
+// Package metrics exports a migrate.Store to Prometheus, and ships the
+// rules that gate a fleet's rollout on what it exports.
+//
+// A [Collector] reads the Store's Stats, the Report its Restore returned
+// and, with [WithCheckpoint], the checkpoint's journal, at every scrape:
+//
+//	report, err := store.Restore(ctx)
+//	c, err := metrics.New(store, report, metrics.WithCheckpoint(file))
+//	registry.MustRegister(c)
+//
+// # Metrics
+//
+// Gauges, then counters; labels in braces:
+//
+//	phaseshift_phase                          rollout phase: 0 legacy, 1 expand, 2 migrate, 3 contract
+//	phaseshift_entries                        entries served
+//	phaseshift_restore_entries{kind}          the last restore's entries, kind: restored, backfilled,
+//	                                          dropped, orphaned, pruned, diverged, errors
+//	phaseshift_restore_read_from{sides}       1 for the sides the last restore read from
+//	phaseshift_restore_stale{side}            1 if it found the checkpoint or legacy stale
+//	phaseshift_checkpoint_behind              1 if it left the checkpoint marked behind legacy
+//	phaseshift_restore_quarantined            1 if it moved an unreadable checkpoint aside
+//	phaseshift_restore_shadow_differs         1 if a side read only to compare differed
+//	phaseshift_restore_timestamp_seconds      when it finished
+//	phaseshift_checkpoint_bytes               size of the checkpoint and its journal
+//	phaseshift_checkpoint_journal_enabled     1 if the checkpoint has a journal (WithCheckpoint)
+//	phaseshift_checkpoint_journal_bytes       size of the journal
+//	phaseshift_checkpoint_journal_records     commits in the journal, not yet in the file
+//	phaseshift_writes_total{kind,result}      writes: put, delete, update ok; any error
+//	phaseshift_writes_outcome_unknown_total   writes whose undo failed too
+//	phaseshift_commits_total                  group commits
+//	phaseshift_committed_writes_total         writes the group commits carried
+//	phaseshift_checkpoint_saves_total{result} checkpoint saves: ok, error
+//	phaseshift_checkpoint_save_seconds_total  time spent in them
+//	phaseshift_legacy_writes_total{result}    writes to legacy: ok, error
+//
+// The counts of phaseshift_restore_entries with kind backfilled, orphaned
+// and diverged are current: of the entries the last restore reported so,
+// those still served as it left them. A write or delete of such an entry
+// settles it (its migrate.Origin becomes OriginWrite, or it is gone): the
+// DEL the runtime retries for an orphan clears it from the gate without
+// a restart. The other kinds, and the other restore metrics, are what the
+// restore found; only the next restore changes them.
+//
+// # Rules
+//
+// phaseshift.rules.yml, beside this file, is the gate of a rollout as
+// Prometheus recording and alerting rules: phaseshift:safe_to_move_to_phase
+// is 1 when every node of the scrape job is ready for phase N (a node down,
+// one that exports none of these metrics, and a job with no target make it
+// 0), phaseshift:node_blocks_phase and phaseshift:node_unreported say which
+// node blocks it and why, and alerts fire when a node is not ready for the
+// phase the fleet runs. phaseshift.rules.test.yml tests them with
+// promtool test rules.
+//
+// # Caveats
+//
+//   - The Collector exports one Store. A daemon with several registers one
+//     Collector each, with a label per Store (prometheus.WrapRegistererWith).
+//   - New needs the Report of the Store's Restore, which the Store does not
+//     keep; a Collector built before Restore would export a clean restore
+//     that never ran, so New refuses.
+//   - The journal's metrics read the checkpoint, which waits for a save in
+//     progress; everything else reads atomic counters and the Store's read
+//     lock, as Store.Stats and Store.Origin do.
+//   - The rules select the nodes with job="ipamd": replace it with the
+//     name of your scrape job. A node the job does not scrape at all
+//     (missing from service discovery) is not seen; compare the job's
+//     target count with the DaemonSet's desired count for that.
+package metrics

@@ -1,0 +1,55 @@
+package control
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The error codes of a status line (see the package documentation).
+const (
+	CodeNoSuchKey  = "no-such-key" // get, delete: the Store has no entry for the key
+	CodeBadKey     = "bad-key"     // the key is not JSON, or does not read back as the Store's key type
+	CodeBadRequest = "bad-request" // not one JSON request of a known op
+	CodeRefused    = "refused"     // the peer's uid is neither the daemon's nor root
+	CodeBusy       = "busy"        // too many requests at once; try again
+	CodeFailed     = "failed"      // the Store's Delete failed; the message says why
+)
+
+// Errors returned by the Client; match them with errors.Is.
+var (
+	// ErrNoSuchKey is returned when the Store has no entry for the key.
+	ErrNoSuchKey = errors.New("no such key")
+	// ErrBadKey is returned when the key is not JSON, or does not read back
+	// as the Store's key type.
+	ErrBadKey = errors.New("bad key")
+	// ErrRefused is returned when the daemon refused the connection: its
+	// peer's uid is neither the daemon's nor root.
+	ErrRefused = errors.New("refused")
+	// ErrInvalidOption is returned by Listen for an option with a bad
+	// value.
+	ErrInvalidOption = errors.New("invalid option")
+)
+
+// RemoteError is a status line with an error: what the daemon said.
+type RemoteError struct {
+	Code    string // one of the Code constants
+	Message string
+}
+
+// Error returns the daemon's message and its code.
+func (e *RemoteError) Error() string {
+	return fmt.Sprintf("control: the daemon says: %s (%s)", e.Message, e.Code)
+}
+
+// Is makes errors.Is match the sentinel of the code.
+func (e *RemoteError) Is(target error) bool {
+	switch e.Code {
+	case CodeNoSuchKey:
+		return target == ErrNoSuchKey
+	case CodeBadKey:
+		return target == ErrBadKey
+	case CodeRefused:
+		return target == ErrRefused
+	}
+	return false
+}
