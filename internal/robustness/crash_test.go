@@ -23,11 +23,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/internal/testsize"
 	"github.com/phaseshift/phaseshift/migrate"
 )
 
 var (
-	flagKills = flag.Int("robustness.kills", 0, "SIGKILLs TestKillWriter deals in all (default 200; 32 with -short)")
+	flagKills = flag.Int("robustness.kills", 0, "SIGKILLs TestKillWriter deals in all (default 60; 32 with -short; 300 with PHASESHIFT_LONG_TESTS=1)")
 	flagSeed  = flag.Uint64("robustness.seed", 0, "seed of the crash tests' workloads and kill instants (0: from the clock; the seed is logged)")
 )
 
@@ -91,10 +92,7 @@ func crashSeed(t *testing.T) uint64 {
 func TestKillWriter(t *testing.T) {
 	kills := *flagKills
 	if kills <= 0 {
-		kills = 200
-		if testing.Short() {
-			kills = 32
-		}
+		kills = testsize.Pick(32, 60, 300)
 	}
 	seed := crashSeed(t)
 	// The "+journal" modes open the checkpoint WithJournal (the default):

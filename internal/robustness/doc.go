@@ -35,9 +35,11 @@
 //	go test ./internal/robustness -run '^$' -fuzz FuzzStoreOps
 //	go test ./internal/robustness -run '^$' -fuzz FuzzRestore
 //
-// By default the package runs 200 kills, 300 op sequences and 150
-// rollouts in about 20 seconds (30 under -race) on 2 cores; -short cuts
-// that to 32 kills, 60 sequences and 50 rollouts. TestRollout reports the
+// By default the package runs 60 kills, 300 op sequences and 150
+// rollouts in about 15 seconds on 2 cores; -short cuts that to 32 kills,
+// 60 sequences and 50 rollouts, and PHASESHIFT_LONG_TESTS=1 (package
+// internal/testsize; .ci/run sets it for a step of its own) raises it to
+// 300 kills, 3,000 sequences and 1,500 rollouts. TestRollout reports the
 // first failure of each rule and legacy kind, shrunk;
 // -robustness.rollout.all shrinks and reports every failing rollout.
 //

@@ -15,21 +15,19 @@ import (
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/internal/fsys/fsystest"
+	"github.com/phaseshift/phaseshift/internal/testsize"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/migrate/migratetest"
 )
 
-var flagSeeds = flag.Int("robustness.seeds", 0, "random op sequences TestStoreOps runs (default 300; 60 with -short)")
+var flagSeeds = flag.Int("robustness.seeds", 0, "random op sequences TestStoreOps runs (default 300; 60 with -short; 3000 with PHASESHIFT_LONG_TESTS=1)")
 
 // TestStoreOps runs FuzzStoreOps's property on a few hundred seeded random
 // inputs, so that CI checks it without -fuzz.
 func TestStoreOps(t *testing.T) {
 	n := *flagSeeds
 	if n <= 0 {
-		n = 300
-		if testing.Short() {
-			n = 60
-		}
+		n = testsize.Pick(60, 300, 3000)
 	}
 	base := crashSeed(t)
 	files := 0

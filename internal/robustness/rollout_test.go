@@ -12,12 +12,13 @@ import (
 
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
+	"github.com/phaseshift/phaseshift/internal/testsize"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/source"
 )
 
 var (
-	flagRollouts    = flag.Int("robustness.rollouts", 0, "random rollouts TestRollout plays, seeds 1 to N (default 150; 50 with -short)")
+	flagRollouts    = flag.Int("robustness.rollouts", 0, "random rollouts TestRollout plays, seeds 1 to N (default 150; 50 with -short; 1500 with PHASESHIFT_LONG_TESTS=1)")
 	flagRolloutSeed = flag.Uint64("robustness.rollout.seed", 0, "play only this rollout seed (and shrink it if it fails)")
 	flagRolloutAll  = flag.Bool("robustness.rollout.all", false, "shrink and report every failing rollout, not only the first of each rule and legacy kind")
 )
@@ -86,10 +87,7 @@ func rolloutSeeds() []uint64 {
 	}
 	n := *flagRollouts
 	if n <= 0 {
-		n = 150
-		if testing.Short() {
-			n = 50
-		}
+		n = testsize.Pick(50, 150, 1500)
 	}
 	seeds := make([]uint64, n)
 	for i := range seeds {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/internal/testcni"
+	"github.com/phaseshift/phaseshift/internal/testsize"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/migrate/migratetest"
 	"github.com/phaseshift/phaseshift/source"
@@ -82,12 +83,10 @@ func wrap[K comparable, V any](cfg *migratetest.Config[K, V], change func(p migr
 	}
 }
 
-func short(t *testing.T, full, short int) int {
-	if testing.Short() {
-		return short
-	}
-	return full
-}
+// maxLen is the longest phase sequence of the worlds that run every
+// sequence up to it: 4 (340 sequences) by default, 5 (1,364) with
+// PHASESHIFT_LONG_TESTS=1, which .ci/run sets for a step of its own.
+func maxLen() int { return testsize.Pick(4, 4, 5) }
 
 // TestMatrix runs the worlds the harness models over the library's own
 // Store, each with the defaults a user would write.
@@ -98,9 +97,9 @@ func TestMatrix(t *testing.T) {
 	}{
 		{"IPAM over CRI", func(t *testing.T) migratetest.Result {
 			cfg := ipamConfig()
-			cfg.MaxLen = short(t, 5, 4)
+			cfg.MaxLen = maxLen()
 			res := migratetest.Matrix(t, cfg)
-			assert.Equal(t, map[bool]int{false: 1364, true: 340}[testing.Short()], res.Sequences)
+			assert.Equal(t, map[int]int{4: 340, 5: 1364}[cfg.MaxLen], res.Sequences)
 			return res
 		}},
 		{"IPAM over CRI, checkpoint on tmpfs", func(t *testing.T) migratetest.Result {
@@ -111,7 +110,7 @@ func TestMatrix(t *testing.T) {
 		{"IPAM over CRI, partial listings, schema bumps, corruption", func(t *testing.T) migratetest.Result {
 			cfg := ipamConfig()
 			cfg.PartialListings, cfg.SchemaBumps, cfg.Corruption, cfg.NewBinaryInPhase0 = true, true, true, true
-			cfg.MaxLen, cfg.Seed = short(t, 5, 4), 4
+			cfg.MaxLen, cfg.Seed = maxLen(), 4
 			res := migratetest.Matrix(t, cfg)
 			assert.Positive(t, res.Refused["phase 3 over a checkpoint behind legacy"])
 			assert.Positive(t, res.Refused["a newer checkpoint that is the sole copy"])
@@ -126,7 +125,7 @@ func TestMatrix(t *testing.T) {
 		}},
 		{"registry, old binary changing values", func(t *testing.T) migratetest.Result {
 			cfg := registryConfig()
-			cfg.MaxLen = short(t, 5, 4)
+			cfg.MaxLen = maxLen()
 			res := migratetest.Matrix(t, cfg)
 			assert.Positive(t, res.Unjudged, "3 → 0 with the old binary is counted, not judged")
 			return res
@@ -168,7 +167,7 @@ func TestMatrix(t *testing.T) {
 		}},
 		{"volatile registry", func(t *testing.T) migratetest.Result {
 			cfg := volatileConfig()
-			cfg.MaxLen = short(t, 5, 4)
+			cfg.MaxLen = maxLen()
 			return migratetest.Matrix(t, cfg)
 		}},
 		{"volatile registry, this library in phase 0, schema bumps", func(t *testing.T) migratetest.Result {
@@ -185,12 +184,12 @@ func TestMatrix(t *testing.T) {
 					mc.Legacy = nil // contracted: the daemon no longer configures it
 				}
 			})
-			cfg.NewBinaryInPhase0, cfg.MaxLen, cfg.Seed = true, short(t, 5, 4), 15
+			cfg.NewBinaryInPhase0, cfg.MaxLen, cfg.Seed = true, maxLen(), 15
 			return migratetest.Matrix(t, cfg)
 		}},
 		{"registry with re-keys, crashes between legacy writes", func(t *testing.T) migratetest.Result {
 			cfg := rekeyConfig()
-			cfg.NewBinaryInPhase0, cfg.MaxLen, cfg.Seed = true, short(t, 5, 4), 13
+			cfg.NewBinaryInPhase0, cfg.MaxLen, cfg.Seed = true, maxLen(), 13
 			return migratetest.Matrix(t, cfg)
 		}},
 		{"CRI-like legacy whose values change, old binary", func(t *testing.T) migratetest.Result {
