@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -20,9 +21,10 @@ import (
 // blocks the first save until released, so that the writes made meanwhile
 // queue up and go into one group commit.
 type heldStore struct {
-	w    *world
-	s    *migrate.Store[string, int]
-	slow *slowCheckpoint
+	w     *world
+	s     *migrate.Store[string, int]
+	slow  *slowCheckpoint
+	queue int // writes started and queued behind the held leader
 }
 
 func newHeldStore(t *testing.T, start map[string]int) *heldStore {
@@ -48,11 +50,19 @@ func (h *heldStore) hold(t *testing.T) func() {
 	return func() { require.NoError(t, <-done) }
 }
 
-// queued waits until n writes are queued behind the leader.
-func queued(t *testing.T, n *sync.WaitGroup) {
+// queued waits until the write the caller just started is queued behind
+// the leader: until the Store's queue holds one more write than it did. It
+// waits on that condition, not for a while.
+func (h *heldStore) queued(t *testing.T) {
 	t.Helper()
-	n.Wait()
-	time.Sleep(20 * time.Millisecond) // from "about to write" to "in the queue"
+	h.queue++
+	deadline := time.Now().Add(30 * time.Second)
+	for migrate.QueuedWrites(h.s) < h.queue {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes never queued behind the leader (%d did)", h.queue, migrate.QueuedWrites(h.s))
+		}
+		runtime.Gosched()
+	}
 }
 
 // TestUpdateIsGroupCommitted: concurrent allocations through Update share
@@ -114,16 +124,13 @@ func TestGroupCommitRunsInOrder(t *testing.T) {
 	wait := h.hold(t)
 
 	stop := errors.New("changed my mind")
-	var started sync.WaitGroup
 	results := make(chan string, 8)
 	write := func(name string, fn func() error) {
-		started.Add(1)
 		go func() {
-			started.Done()
 			err := fn()
 			results <- fmt.Sprintf("%s: %v", name, err)
 		}()
-		queued(t, &started)
+		h.queued(t)
 	}
 	write("put a=10", func() error { return h.s.Put(ctx, "a", 10) })
 	write("update a+=1", func() error {
@@ -194,23 +201,19 @@ func TestGroupCommitLegacyRefusalDropsOutAlone(t *testing.T) {
 	ctx := context.Background()
 	h := newHeldStore(t, nil)
 	wait := h.hold(t)
-	var started sync.WaitGroup
 	errs := make(chan error, 2)
 	h.w.exp.FailWrites(0, 1, errors.New("registry full")) // the holder wrote legacy already: the next write fails
-	started.Add(1)
-	go func() { started.Done(); errs <- h.s.Put(ctx, "x", 1) }()
-	queued(t, &started)
-	started.Add(1)
+	go func() { errs <- h.s.Put(ctx, "x", 1) }()
+	h.queued(t)
 	var sawX bool
 	go func() {
-		started.Done()
 		errs <- h.s.Update(ctx, func(tx *migrate.Tx[string, int]) error {
 			_, sawX = tx.Get("x")
 			tx.Put("y", 2)
 			return nil
 		})
 	}()
-	queued(t, &started)
+	h.queued(t)
 	close(h.slow.release)
 	wait()
 	require.ErrorIs(t, <-errs, migrate.ErrLegacyWrite)
@@ -226,12 +229,10 @@ func TestGroupCommitSaveFailureUndoesLegacyNewestFirst(t *testing.T) {
 	ctx := context.Background()
 	h := newHeldStore(t, map[string]int{"k": 1})
 	wait := h.hold(t)
-	var started sync.WaitGroup
 	errs := make(chan error, 2)
 	for _, v := range []int{2, 3} {
-		started.Add(1)
-		go func() { started.Done(); errs <- h.s.Put(ctx, "k", v) }()
-		queued(t, &started)
+		go func() { errs <- h.s.Put(ctx, "k", v) }()
+		h.queued(t)
 	}
 	h.slow.failNext = errors.New("disk full") // the batch's save, after the holder's
 	close(h.slow.release)
@@ -330,15 +331,12 @@ func TestTxAllInABatch(t *testing.T) {
 	h := newHeldStore(t, map[string]int{"a": 1, "b": 2, "c": 3})
 	wait := h.hold(t)
 	stop := errors.New("changed my mind")
-	var started sync.WaitGroup
 	results := make(chan error, 3)
 	write := func(fn func(tx *migrate.Tx[string, int]) error) {
-		started.Add(1)
 		go func() {
-			started.Done()
 			results <- h.s.Update(ctx, fn)
 		}()
-		queued(t, &started)
+		h.queued(t)
 	}
 	write(func(tx *migrate.Tx[string, int]) error {
 		for k := range tx.All() {
