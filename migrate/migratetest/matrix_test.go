@@ -384,10 +384,19 @@ func TestMatrixCatchesBrokenRules(t *testing.T) {
 	t.Run("an Equal that compares what CRI cannot see", func(t *testing.T) {
 		cfg := ipamConfig()
 		wrap(&cfg, func(_ migrate.Phase, mc *migrate.Config[ipamKey, alloc]) {
-			mc.Equal = func(a, b alloc) bool { return a == b } // the old default: DeepEqual
+			mc.Equal = func(a, b alloc) bool { return a == b } // DeepEqual, the default before issue 21
 		})
 		cfg.MaxLen, cfg.NoCrashes, cfg.NoFaults, cfg.NoReboots = 2, true, true, true
 		caught(t, cfg, 2, "KEY|STEADY STATE: a restore right after a restore, with no write between, reported [0-9]+ entries diverged")
+	})
+	t.Run("an implicit legacy without Equal", func(t *testing.T) {
+		// The README's CRI configuration before issue 21: migrate.New
+		// refuses it; were it accepted, the DeepEqual default would be
+		// caught as above.
+		cfg := ipamConfig()
+		wrap(&cfg, func(_ migrate.Phase, mc *migrate.Config[ipamKey, alloc]) { mc.Equal = nil })
+		cfg.MaxLen, cfg.NoCrashes, cfg.NoFaults, cfg.NoReboots = 2, true, true, true
+		caught(t, cfg, 2, "Config.Equal is required|KEY|STEADY STATE")
 	})
 	t.Run("no boot epoch", func(t *testing.T) {
 		cfg := ipamConfig()
