@@ -228,11 +228,11 @@ func (r *run[K, V]) putKey() K {
 }
 
 // deleteKey picks the key of a delete: mostly an entry the node has, by the
-// key it was written with (a DEL carries the ADD's key); sometimes one whose
-// fate is open (a write a crash cut short, an orphan: the DEL the runtime
-// retries after a failed ADD); sometimes any key.
+// key it was written with (a DEL carries the ADD's key); while some entry's
+// fate is open (a write a crash cut short, an orphan), half the time that
+// one, as the DEL a runtime retries after a failed ADD; sometimes any key.
 func (r *run[K, V]) deleteKey() K {
-	if open := r.openKeys(); len(open) > 0 && r.rng.IntN(5) == 0 {
+	if open := r.openKeys(); len(open) > 0 && r.rng.IntN(2) == 0 {
 		return open[r.rng.IntN(len(open))]
 	}
 	if len(r.acks.truth) > 0 && r.rng.IntN(5) > 0 {
