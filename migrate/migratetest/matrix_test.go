@@ -189,7 +189,7 @@ func TestMatrix(t *testing.T) {
 					mc.Legacy = nil // contracted: the daemon no longer configures it
 				}
 			})
-			cfg.NewBinaryInPhase0, cfg.MaxLen, cfg.Seed = true, maxLen(), 15
+			cfg.NewBinaryInPhase0, cfg.MaxLen, cfg.Seed = true, maxLen(), 3
 			return migratetest.Matrix(t, cfg)
 		}},
 		{"registry with re-keys, crashes between legacy writes", func(t *testing.T) migratetest.Result {
