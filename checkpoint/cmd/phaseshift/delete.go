@@ -48,7 +48,7 @@ delete then waits --lock-wait and exits 7; stop the daemon first.`,
 	}
 }
 
-func runDelete(ctx context.Context, e *env, o *deleteOptions, args []string) (err error) {
+func runDelete(ctx context.Context, e *env, o *deleteOptions, args []string) error {
 	if err := wantArgs(args, "PATH", "KEY"); err != nil {
 		return err
 	}
@@ -61,11 +61,12 @@ func runDelete(ctx context.Context, e *env, o *deleteOptions, args []string) (er
 			return err
 		}
 	}
-	l, err := lock(ctx, e, args[0], o.lockWait)
-	if err != nil {
-		return err
-	}
-	defer closeLocked(l, &err)
+	return underLock(ctx, e, args[0], o.lockWait, func(l rawfile.Locked) error {
+		return deleteLocked(ctx, e, l, key)
+	})
+}
+
+func deleteLocked(ctx context.Context, e *env, l rawfile.Locked, key rawfile.Key) error {
 	j := judge(l.Read(ctx, rawfile.Options{}), 0)
 	if j.verdict != verdictIntact {
 		return j.failure()

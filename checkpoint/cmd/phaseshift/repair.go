@@ -133,6 +133,17 @@ func seqOf(j *judged) uint64 {
 
 // closeLocked releases the lock, reporting a failure only when nothing
 // else failed.
+// underLock runs f holding the lock of the checkpoint at path (see lock),
+// and releases it after.
+func underLock(ctx context.Context, e *env, path string, wait time.Duration, f func(rawfile.Locked) error) (err error) {
+	l, err := lock(ctx, e, path, wait)
+	if err != nil {
+		return err
+	}
+	defer closeLocked(l, &err)
+	return f(l)
+}
+
 func closeLocked(l rawfile.Locked, err *error) {
 	if cerr := l.Close(); cerr != nil && *err == nil {
 		*err = fail(exitFailed, "releasing the lock: %v", cerr)

@@ -58,15 +58,16 @@ daemon first.`,
 	}
 }
 
-func runRepairJournal(ctx context.Context, e *env, o *repairJournalOptions, args []string) (err error) {
+func runRepairJournal(ctx context.Context, e *env, o *repairJournalOptions, args []string) error {
 	if err := wantArgs(args, "PATH"); err != nil {
 		return err
 	}
-	l, err := lock(ctx, e, args[0], o.lockWait)
-	if err != nil {
-		return err
-	}
-	defer closeLocked(l, &err)
+	return underLock(ctx, e, args[0], o.lockWait, func(l rawfile.Locked) error {
+		return repairJournalLocked(ctx, e, o, l)
+	})
+}
+
+func repairJournalLocked(ctx context.Context, e *env, o *repairJournalOptions, l rawfile.Locked) error {
 	j := judge(l.Read(ctx, rawfile.Options{JournalUpToDamage: true}), 0)
 	d := describeJournal(j).damage()
 	if err := repairable(e, j, d); err != nil || d == nil {

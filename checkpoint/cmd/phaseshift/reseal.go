@@ -49,7 +49,7 @@ the copy and removed.`,
 	}
 }
 
-func runReseal(ctx context.Context, e *env, o *resealOptions, args []string) (err error) {
+func runReseal(ctx context.Context, e *env, o *resealOptions, args []string) error {
 	if err := wantArgs(args, "PATH"); err != nil {
 		return err
 	}
@@ -57,11 +57,12 @@ func runReseal(ctx context.Context, e *env, o *resealOptions, args []string) (er
 		return usageError("reseal makes the daemon trust whatever %s holds, and a checksum that fails may be bit rot or a torn write, not your edit: "+
 			"check it with phaseshift diff --ignore-checksum %s %s.prev, then pass --i-edited-this-file-by-hand", args[0], args[0], args[0])
 	}
-	l, err := lock(ctx, e, args[0], o.lockWait)
-	if err != nil {
-		return err
-	}
-	defer closeLocked(l, &err)
+	return underLock(ctx, e, args[0], o.lockWait, func(l rawfile.Locked) error {
+		return resealLocked(ctx, e, l)
+	})
+}
+
+func resealLocked(ctx context.Context, e *env, l rawfile.Locked) error {
 	j := judge(l.Read(ctx, rawfile.Options{IgnoreChecksum: true}), 0)
 	if j.verdict != verdictIntact {
 		return fail(j.code(), "cannot reseal: %s", j.reason)

@@ -49,15 +49,16 @@ lock longer than --lock-wait: stop the daemon first.`,
 	}
 }
 
-func runRestorePrev(ctx context.Context, e *env, o *restorePrevOptions, args []string) (err error) {
+func runRestorePrev(ctx context.Context, e *env, o *restorePrevOptions, args []string) error {
 	if err := wantArgs(args, "PATH"); err != nil {
 		return err
 	}
-	l, err := lock(ctx, e, args[0], o.lockWait)
-	if err != nil {
-		return err
-	}
-	defer closeLocked(l, &err)
+	return underLock(ctx, e, args[0], o.lockWait, func(l rawfile.Locked) error {
+		return restorePrevLocked(ctx, e, o, l)
+	})
+}
+
+func restorePrevLocked(ctx context.Context, e *env, o *restorePrevOptions, l rawfile.Locked) error {
 	cur := judge(l.Read(ctx, rawfile.Options{}), 0)
 	// .prev changes only under the checkpoint's lock, which this holds.
 	prev := readFile(ctx, rawfile.NamesOf(cur.Path).Prev, 0, false)
