@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+
+	"github.com/phaseshift/phaseshift/internal/jsonvalue"
 )
 
 // decodeResult is what decode learned from a file.
@@ -170,7 +172,7 @@ func (w *worker[K, V]) keep(i int, line []byte, k K, v V) {
 // line is decoded again without the check and kept, re-encoded without
 // them, so that the next save writes it without them too.
 func (w *worker[K, V]) failed(i int, line []byte, err error) {
-	if _, unknown := unknownField(err); !unknown {
+	if _, unknown := jsonvalue.UnknownField(err); !unknown {
 		w.bad = append(w.bad, badEntry(i, line, decodeError[K](line, err)))
 		return
 	}

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"strconv"
 	"strings"
+
+	"github.com/phaseshift/phaseshift/internal/jsonvalue"
 )
 
 // These errors are returned by Load, grouped by what went wrong with the
@@ -159,52 +160,6 @@ func encodeFailure(err error) string {
 	return fmt.Sprintf("encoding/json refused it (%T; its message is not shown, as it may quote the value)", err)
 }
 
-// decodeFailure describes an error of json.Unmarshal (or of a
-// json.Decoder) without its text, which may quote the input: netip.Addr,
-// time.Time and json.Number quote what they were given, and an
-// UnmarshalJSON method's error is the type's own text.
-func decodeFailure(err error) string {
-	var (
-		te *json.UnmarshalTypeError
-		se *json.SyntaxError
-	)
-	switch {
-	case errors.As(err, &te):
-		kind, _, _ := strings.Cut(te.Value, " ") // "number 1234" quotes the number
-		field := ""
-		if te.Field != "" {
-			field = " in field " + te.Field
-		}
-		return fmt.Sprintf("a JSON %s%s where Go type %v is expected", kind, field, te.Type)
-	case errors.As(err, &se):
-		return fmt.Sprintf("it is not valid JSON (at offset %d)", se.Offset)
-	}
-	if name, ok := unknownField(err); ok {
-		return fmt.Sprintf("it has a field %q that the Go type does not have", name)
-	}
-	return fmt.Sprintf("its decoder failed (%T; its message is not shown, as it may quote the value)", err)
-}
-
-// unknownField reports whether err is a json.Decoder's error for a field
-// its target does not have (with DisallowUnknownFields), and which. The
-// decoder has no error type for it, only the text `json: unknown field
-// "name"`; the name is a field name, not a value, and is cut short.
-func unknownField(err error) (string, bool) {
-	const prefix = "json: unknown field "
-	msg := err.Error()
-	if !strings.HasPrefix(msg, prefix) {
-		return "", false
-	}
-	name, uerr := strconv.Unquote(msg[len(prefix):])
-	if uerr != nil {
-		name = "?"
-	}
-	if len(name) > 64 {
-		name = name[:64] + "..."
-	}
-	return name, true
-}
-
 // BadEntriesError is returned by Load when the file is intact (its checksum
 // holds) but some entries could not be decoded or upgraded. The Snapshot
 // returned with it holds the rest. errors.Is(err, ErrBadEntry) reports true.
@@ -296,7 +251,7 @@ type entryDecodeError struct {
 }
 
 func (e *entryDecodeError) Error() string {
-	return fmt.Sprintf("the %s does not decode: %s", e.part, decodeFailure(e.err))
+	return fmt.Sprintf("the %s does not decode: %s", e.part, jsonvalue.DecodeFailure(e.err))
 }
 
 func (e *entryDecodeError) Unwrap() error { return e.err }

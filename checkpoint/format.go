@@ -8,6 +8,8 @@ import (
 	"hash/crc32"
 	"strconv"
 	"time"
+
+	"github.com/phaseshift/phaseshift/internal/jsonvalue"
 )
 
 // The file format, version 1. It is JSON that jq reads, laid out so that a
@@ -70,7 +72,10 @@ type Meta struct {
 	// Behind says why the writer knows the file may lack entries its
 	// legacy source holds ("" when it does not): package migrate records a
 	// phase-0 run, or a run that could not read legacy in full. It is
-	// written only when set, so files without it are unchanged.
+	// written only when set, so files without it are unchanged. Like the
+	// journal, it shipped with the first release, so no released
+	// phaseshift meets it unknown (a build from before it would take a
+	// header that has it for corruption).
 	Behind  string
 	Seq     uint64    // incremented by every save; 1 for the first
 	SavedAt time.Time // when the file was written
@@ -244,7 +249,7 @@ func parseHeader(head []byte) (Meta, error) {
 		if json.Unmarshal(append(head[:len(head)-1:len(head)-1], "\n}"...), &f) == nil && f.Format > formatVersion {
 			return Meta{Format: f.Format}, newerFormat(f.Format)
 		}
-		return Meta{}, corruptBecause(err, "the header is not valid: %s", decodeFailure(err))
+		return Meta{}, corruptBecause(err, "the header is not valid: %s", jsonvalue.DecodeFailure(err))
 	}
 	if h.Format == nil || h.Schema == nil || h.Seq == nil {
 		return Meta{}, corrupt("the header lacks format, schema or seq")

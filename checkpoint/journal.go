@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/phaseshift/phaseshift/internal/jsonvalue"
 	"go.uber.org/zap"
 )
 
@@ -422,7 +423,7 @@ func parseRecord(line []byte) (record, error) {
 	dec := json.NewDecoder(io.MultiReader(bytes.NewReader(body[:at]), strings.NewReader("}")))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&j); err != nil {
-		return r, fmt.Errorf("its header is not valid: %s", decodeFailure(err))
+		return r, fmt.Errorf("its header is not valid: %s", jsonvalue.DecodeFailure(err))
 	}
 	ops, err := splitOps(body[at+len(recordChanges) : len(body)-1])
 	if err != nil {
@@ -668,7 +669,7 @@ func (a *applier[K, V]) del(i int, line []byte) {
 	raw := rawKeyJSON(src)
 	var k K
 	if err := strictUnmarshal(raw, &k); err != nil {
-		if _, unknown := unknownField(err); !unknown || !a.cfg.dropUnknown {
+		if _, unknown := jsonvalue.UnknownField(err); !unknown || !a.cfg.dropUnknown {
 			a.failed(i, src, &entryDecodeError{part: "key", err: err})
 			return
 		}
@@ -723,7 +724,7 @@ func (a *applier[K, V]) decodeLine(line []byte) (k K, v V, cur []byte, err error
 	}
 	var e kv[K, V]
 	if err = strictUnmarshal(src, &e); err != nil {
-		if _, unknown := unknownField(err); !unknown || !a.cfg.dropUnknown {
+		if _, unknown := jsonvalue.UnknownField(err); !unknown || !a.cfg.dropUnknown {
 			return k, v, nil, decodeError[K](src, err)
 		}
 		e = kv[K, V]{}
@@ -760,7 +761,7 @@ func (a *applier[K, V]) failed(i int, line []byte, err error) {
 }
 
 func isUnknownField(err error) bool {
-	_, unknown := unknownField(err)
+	_, unknown := jsonvalue.UnknownField(err)
 	return unknown
 }
 

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/phaseshift/phaseshift/internal/jsonvalue"
 )
 
 // A key is stored as its JSON and found again by decoding that JSON and
@@ -66,7 +68,7 @@ func (r *keyRule[K]) readBack(k K, js []byte) (string, error) {
 	}
 	var back K
 	if err := json.Unmarshal(js, &back); err != nil {
-		return "does not decode from its own JSON: " + decodeFailure(err), err
+		return "does not decode from its own JSON: " + jsonvalue.DecodeFailure(err), err
 	}
 	if r.comparable != nil && r.comparable(back) != nil {
 		return "would read back from JSON as a value that cannot be compared (an object or a list inside an interface)", nil

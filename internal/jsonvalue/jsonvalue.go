@@ -1,7 +1,9 @@
 // Package jsonvalue compares JSON texts as the values they spell: field
 // order, spacing, escapes and the spelling of numbers (1e2 and 100) aside.
 // The phaseshift command matches keys with it, and package migrate/control
-// checks that a key read back as itself.
+// checks that a key read back as itself. DecodeFailure says why a text did
+// not decode without quoting it, for package checkpoint and migrate/control
+// alike.
 //
 // # Caveats
 //

@@ -155,7 +155,7 @@ func TestErrors(t *testing.T) {
 
 	for name, bad := range map[string]string{
 		"a field the key type lacks": `{"network":"n","containerID":"c0","ifName":"eth0"}`,
-		"a value of another type":    `{"network":"n","containerID":7}`,
+		"a value of another type":    `{"network":"n","containerID":987654}`,
 		"not JSON":                   `{"network":`,
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -169,6 +169,7 @@ func TestErrors(t *testing.T) {
 			}
 			assert.ErrorIs(t, err, control.ErrBadKey)
 			assert.NotContains(t, err.Error(), `"n"`, "the key's values are not quoted")
+			assert.NotContains(t, err.Error(), "987654", "the key's values are not quoted")
 		})
 	}
 	assert.Len(t, fileEntries0(t, d), 2, "nothing was deleted")
