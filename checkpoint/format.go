@@ -332,7 +332,3 @@ func rawKeyJSON(line []byte) json.RawMessage {
 	}
 	return k
 }
-
-// rawKey returns the key of an entry line as text, for error messages. It
-// never returns the value.
-func rawKey(line []byte) string { return shorten(rawKeyJSON(line)) }

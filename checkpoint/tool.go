@@ -169,7 +169,6 @@ func rawJournal(c *rawCore, name string, jdata []byte, jerr error, seq uint64) r
 		j.TornBytes = st.Torn.Bytes
 	}
 	j.All = journalRun(jdata, 0)
-	j.Total = j.All.Records
 	return j
 }
 
@@ -433,9 +432,10 @@ func (d *disk) keepCopy(verb string) (string, error) {
 // writeOver makes data the checkpoint with the steps of replace (temporary
 // file, write, fsync, close, rename, fsync of the directory) but without
 // keeping the file it replaces as .prev: the repairs that use it replace a
-// file that did not load, which .prev must never hold, and have kept it as
-// a quarantined copy first. If the directory fsync fails, the new file is
-// left in place (the old one is in quarantine) and the error says so.
+// file that did not load, which .prev must never hold, and have kept it
+// first (KeepCopy, as PATH.before-<verb>-<time>). If the directory fsync
+// fails, the new file is left in place (the old one is in the kept copy)
+// and the error says so.
 func (d *disk) writeOver(data []byte) error {
 	fail := func(step string, err error) error { return pathError("save: "+step, d.path, err) }
 	if err := d.own("save", nil); err != nil {

@@ -14,7 +14,7 @@ import (
 // The first step of Restore reads each side and judges it: what it holds,
 // whether it can be used, and what its header says about the other side.
 // Nothing is changed on either side until the rules have decided (see
-// repair in restore.go).
+// repair in repair.go).
 
 // ckptView is what restore learned of the checkpoint.
 type ckptView[K comparable, V any] struct {

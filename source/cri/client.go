@@ -175,7 +175,9 @@ func (l *Lister) dial(ctx context.Context, _ string) (net.Conn, error) {
 func (l *Lister) Endpoint() string { return l.endpoint }
 
 // Close releases the connection. It is idempotent: calls after the first do
-// nothing and return nil. Calls in flight fail with [ErrClosed].
+// nothing and return nil. Calls in flight on its current connection fail
+// with [ErrClosed]; one still on a connection that a reconnect replaced
+// finishes, and that connection is closed when it returns.
 func (l *Lister) Close() error {
 	l.closeOnce.Do(func() {
 		l.closed.Store(true)

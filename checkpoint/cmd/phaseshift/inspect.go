@@ -139,7 +139,7 @@ func describeJournal(j *judged) *journalJSON {
 		return nil
 	}
 	jj := j.Journal
-	out := &journalJSON{Path: jj.Path, Bytes: jj.Bytes, Total: jj.Total, FirstSeq: jj.All.FirstSeq, LastSeq: jj.All.LastSeq,
+	out := &journalJSON{Path: jj.Path, Bytes: jj.Bytes, Total: jj.All.Records, FirstSeq: jj.All.FirstSeq, LastSeq: jj.All.LastSeq,
 		Records: jj.Records, Stale: jj.Stale, TornBytes: jj.TornBytes, Seq: jj.Seq}
 	if d := jj.Damage; d != nil {
 		out.Damage = &damageJSON{Offset: d.Offset, Bytes: d.Bytes, Seq: d.Seq, Reason: d.Reason,

@@ -131,8 +131,6 @@ func seqOf(j *judged) uint64 {
 	return seq
 }
 
-// closeLocked releases the lock, reporting a failure only when nothing
-// else failed.
 // underLock runs f holding the lock of the checkpoint at path (see lock),
 // and releases it after.
 func underLock(ctx context.Context, e *env, path string, wait time.Duration, f func(rawfile.Locked) error) (err error) {
@@ -144,6 +142,8 @@ func underLock(ctx context.Context, e *env, path string, wait time.Duration, f f
 	return f(l)
 }
 
+// closeLocked releases the lock, reporting a failure only when nothing
+// else failed.
 func closeLocked(l rawfile.Locked, err *error) {
 	if cerr := l.Close(); cerr != nil && *err == nil {
 		*err = fail(exitFailed, "releasing the lock: %v", cerr)

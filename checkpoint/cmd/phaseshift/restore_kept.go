@@ -51,7 +51,7 @@ daemon holds the lock longer than --lock-wait: stop the daemon first.`,
 	}
 }
 
-func runRestoreKept(ctx context.Context, e *env, o *restoreKeptOptions, args []string) (err error) {
+func runRestoreKept(ctx context.Context, e *env, o *restoreKeptOptions, args []string) error {
 	if err := wantArgs(args, "PATH", "COPY"); err != nil {
 		return err
 	}
@@ -60,11 +60,12 @@ func runRestoreKept(ctx context.Context, e *env, o *restoreKeptOptions, args []s
 	if err != nil {
 		return err
 	}
-	l, err := lock(ctx, e, path, o.lockWait)
-	if err != nil {
-		return err
-	}
-	defer closeLocked(l, &err)
+	return underLock(ctx, e, path, o.lockWait, func(l rawfile.Locked) error {
+		return restoreKeptLocked(ctx, e, o, l, c)
+	})
+}
+
+func restoreKeptLocked(ctx context.Context, e *env, o *restoreKeptOptions, l rawfile.Locked, c rawfile.Copy) error {
 	cur := judge(l.Read(ctx, rawfile.Options{}), 0)
 	// Kept copies change only under the checkpoint's lock, which this holds.
 	from := readFile(ctx, c.Path, 0, false)

@@ -126,11 +126,9 @@ type Journal struct {
 	Path   string
 	Exists bool
 	Bytes  int64 // its size
-	// Total is the number of records in it, whole or not, replayable or
-	// not (lines, and a last one without its end of line); All describes
-	// them all.
-	Total int
-	All   Run
+	// All describes every record in it, whole or not, replayable or not
+	// (lines, and a last one without its end of line).
+	All Run
 	// Records is the number of records replayed over the file, Stale the
 	// number skipped because the file already held them.
 	Records, Stale int
