@@ -172,8 +172,10 @@ func (f *File[K, V]) Quarantine(ctx context.Context) (string, error) {
 	return f.c.quarantine(ctx)
 }
 
-// Close releases the lock. It is idempotent: later calls return nil. Other
-// methods return ErrClosed after Close.
+// Close releases the lock. It is idempotent: later calls return nil. After
+// Close, the methods that read or write the file (Load, Save, Commit,
+// Quarantine) return ErrClosed; Path, BootID, Size and Journal still
+// answer.
 func (f *File[K, V]) Close() error {
 	return f.c.close()
 }

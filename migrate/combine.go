@@ -69,6 +69,7 @@ func (s *Store[K, V]) build(b basis, in *sides[K, V], r *Report[K]) built[K, V] 
 	}
 	s.count(&out, r)
 	r.ReadFrom = readFrom(b, in, &out)
+	// Rule 8: phase 1 reports a checkpoint that differs from what it built.
 	if b == basisLegacyDecides && s.cfg.Phase == PhaseExpand && in.ck.usable && r.Stale == "" && out.changed {
 		r.Stale = fmt.Sprintf("it differs from legacy (%s dropped, %s with other values, %s only in legacy): a phase-0 run or a crash since seq %d",
 			entries(len(r.Dropped)), entries(len(r.Diverged)), entries(out.onlyLegacy), in.ck.meta.Seq)

@@ -91,8 +91,8 @@ type Config[K comparable, V any] struct {
 	// Equal tells whether two values are the same (rules 18 and 19).
 	// Required for an implicit legacy, which records less than the
 	// checkpoint: compare what legacy records (CRI: the IP), so that its
-	// poorer view of an entry agrees with the checkpoint's; New refuses one
-	// without it (reflect.DeepEqual would call every entry diverged, and
+	// poorer view of an entry agrees with the checkpoint's; with a
+	// Checkpoint configured, New refuses one without it (reflect.DeepEqual would call every entry diverged, and
 	// let the poorer record win). Nil, for an explicit legacy, which holds
 	// whole values, means reflect.DeepEqual.
 	Equal func(a, b V) bool

@@ -38,8 +38,8 @@
 // sandbox from the runtime that created it. It is never stale, but it
 // records less than the checkpoint (no network or interface name), its
 // listing can miss a live entry, and it lists an entry only once the write
-// that made it was acknowledged. New requires Config.Equal for it: what it
-// can see.
+// that made it was acknowledged. With a Checkpoint configured, New requires
+// Config.Equal for it: what it can see.
 //
 // # Restore rules
 //
@@ -256,18 +256,19 @@
 // # Writes
 //
 // A write returns nil only once every side its phase writes has it
-// durably; reads (Get, All, Len) see committed state only. The side the
-// phase restores from is written first. If any side fails, memory is
+// durably; reads (Get, All, Len) see committed state only. Legacy is
+// written first, then the checkpoint. If any side fails, memory is
 // unchanged, the checkpoint holds the previous commit, an explicit legacy
 // write already made is compensated, and the error says which side failed
 // (ErrCheckpointWrite, ErrLegacyWrite). When undoing on the other side
-// fails too, the error also matches ErrOutcomeUnknown and names the side
-// that may still hold the write: the checkpoint until the next successful
-// save (phases 2 and 3), or legacy (phases 0 and 1); until the Store has
-// written legacy back in line, a later write to that entry fails with
+// fails too, the error also matches ErrOutcomeUnknown and says that
+// legacy may hold the write, or part of it (phases 0 to 2: phase 3 writes
+// no legacy, and a failed checkpoint save leaves the previous commit);
+// until the Store has written legacy back in line, a later write to that entry fails with
 // ErrLegacyWrite rather than build on it. Concurrent writes are
-// group-committed: one checkpoint save carries every write that queued
-// while the previous save ran, and each caller is released when its own
+// group-committed: one checkpoint save carries the writes that queued
+// while the previous save ran (up to 1,024, oldest first; the rest go in
+// the next), and each caller is released when its own
 // change is durable. A lone writer does not wait for company.
 //
 // # Keys, placeholders and provenance

@@ -69,7 +69,7 @@ func (s *Store[K, V]) readCheckpoint(ctx context.Context, r *Report[K]) (ckptVie
 	case err == nil:
 		c.entries, c.exists, c.usable = snap.Entries, true, true
 	case errors.Is(err, checkpoint.ErrNotExist):
-		return c, nil
+		return c, nil // rule 1: a missing checkpoint is an empty one
 	case errors.Is(err, checkpoint.ErrBadEntry):
 		c.entries, c.exists, c.usable, c.partial = snap.Entries, true, true, true
 		if err := s.refuseUnreadable(c.meta, err, true); err != nil {

@@ -42,8 +42,9 @@ func (o Origin) String() string {
 // All methods are safe for concurrent use. Reads (Get, All, Len, Origin)
 // see committed state only and never wait for a write in progress. Writes
 // (Put, Delete, Update) from many goroutines are group-committed: one
-// checkpoint save carries every change that queued while the previous save
-// ran, and each caller returns when its own change is durable.
+// checkpoint save carries the changes that queued while the previous save
+// ran (up to 1,024), and each caller returns when its own change is
+// durable.
 //
 // A key must read back from JSON as itself (==): in the phases that write
 // the checkpoint, a write whose key would not (invalid UTF-8, a time.Time
@@ -249,8 +250,9 @@ func (s *Store[K, V]) release() { <-s.token }
 // ErrClosed, and closes Config.Checkpoint if it has a Close method (for a
 // checkpoint.File that releases its lock, so the next owner can start). It
 // does not close Config.Legacy, which the caller may still use. Close is
-// idempotent: later calls return nil. Every method fails with ErrClosed
-// afterwards, and reads return nothing.
+// idempotent: later calls return nil. Afterwards Restore and every write
+// fail with ErrClosed, reads (Get, All, Len) return nothing, and Stats and
+// Phase still answer.
 func (s *Store[K, V]) Close() error {
 	s.token <- struct{}{}
 	defer s.release()

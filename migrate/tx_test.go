@@ -438,3 +438,30 @@ func TestWriteOutcomeOutlivesItsDeadline(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded, "a context already done writes nothing")
 	assert.Equal(t, 1, s.Len())
 }
+
+// TestGroupCommitCarriesAtMost1024: a batch takes at most 1,024 queued
+// writes, oldest first, so that one save's work stays bounded; the rest go
+// in the next save, and every write is acknowledged.
+func TestGroupCommitCarriesAtMost1024(t *testing.T) {
+	ctx := context.Background()
+	h := newHeldStore(t, nil)
+	wait := h.hold(t)
+	const writes = 1500
+	errs := make(chan error, writes)
+	for i := range writes {
+		go func() { errs <- h.s.Put(ctx, fmt.Sprintf("k%04d", i), i) }()
+	}
+	h.queue = writes - 1
+	h.queued(t) // all 1,500 wait behind the holder
+	saves := checkpointtest.Saves(h.w.cp)
+	close(h.slow.release)
+	wait()
+	for range writes {
+		require.NoError(t, <-errs)
+	}
+	assert.Equal(t, saves+3, checkpointtest.Saves(h.w.cp), "the holder's save, then 1,024 writes, then 476")
+	assert.Equal(t, writes+1, h.s.Len())
+	snap, err := h.w.checkpointEntries(t)
+	require.NoError(t, err)
+	assert.Len(t, snap.Entries, writes+1)
+}

@@ -145,6 +145,10 @@ func TestWritesBeforeRestoreAndAfterClose(t *testing.T) {
 	_, err = s.Restore(ctx)
 	require.ErrorIs(t, err, migrate.ErrClosed)
 	assert.Equal(t, 0, s.Len())
+	_, ok = s.Get("a")
+	assert.False(t, ok, "reads return nothing after Close")
+	assert.Equal(t, migrate.PhaseMigrate, s.Phase(), "Phase still answers")
+	assert.NotZero(t, s.Stats().LastRestore.At, "Stats still answers")
 	_, err = checkpointtest.Reopen(t, w.cp).Load(ctx)
 	require.NoError(t, err, "the data is on disk")
 }
