@@ -45,6 +45,26 @@ func TestDemo(t *testing.T) {
 	require.Len(t, m, 2)
 	_, err := os.Stat(filepath.Dir(filepath.Dir(m[1])))
 	assert.ErrorIs(t, err, os.ErrNotExist, "the demo's temp dir is removed")
+	assert.Equal(t, readmeDemo(t), normalizeDemo(s), "the README shows the demo's output as it is (update the README's block)")
+}
+
+// readmeDemo returns the demo's output as README.md shows it.
+func readmeDemo(t *testing.T) string {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	start := bytes.Index(readme, []byte("phaseshift demo: "))
+	require.GreaterOrEqual(t, start, 0, "README.md shows the demo's output")
+	end := bytes.Index(readme[start:], []byte("```"))
+	require.Greater(t, end, 0)
+	return normalizeDemo(string(readme[start : start+end]))
+}
+
+// normalizeDemo drops what differs between runs (the temporary
+// directory's name) and the spaces the tabwriter leaves at line ends.
+func normalizeDemo(s string) string {
+	s = regexp.MustCompile(`phaseshift-demo-[0-9]+`).ReplaceAllString(s, "phaseshift-demo-N")
+	return regexp.MustCompile(`(?m)[ \t]+$`).ReplaceAllString(s, "")
 }
 
 // runtimeFor starts a CRI runtime with sandboxes and returns a Lister on it.
