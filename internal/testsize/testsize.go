@@ -1,5 +1,6 @@
 // Package testsize says how much the repository's long-running tests do:
-// the default go test of every module stays within a minute on two cores,
+// the default go test of each package ends within about a minute on an
+// idle two-core machine,
 // -short cuts it further, and PHASESHIFT_LONG_TESTS=1 runs the long
 // variants (more kills, more seeds, longer phase sequences), which .ci/run
 // runs in a step of its own.
