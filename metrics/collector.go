@@ -18,18 +18,9 @@ import (
 // All methods are safe for concurrent use, as a registry requires.
 type Collector struct {
 	stats   func() migrate.Stats
-	report  reportCounts
 	open    func() openCounts          // the report's entries still open; reads the Store
 	journal checkpoint.JournalReporter // nil: no journal state known
 	descs   [numMetrics]*prometheus.Desc
-}
-
-// reportCounts is what the Report says that no later write changes.
-type reportCounts struct {
-	readFrom                        migrate.Sides
-	restored, dropped, pruned, errs int
-	stale, legacyStale, quarantined bool
-	behind, shadowDiffers           bool
 }
 
 // openCounts are the Report's backfilled, orphaned and diverged entries
@@ -53,7 +44,7 @@ func New[K comparable, V any](s *migrate.Store[K, V], r migrate.Report[K], opts 
 	if r.Phase != s.Phase() {
 		return nil, fmt.Errorf("metrics: %w: the Report is of phase %s, the Store runs phase %s: give New the Report of this Store's Restore", ErrInvalidArgument, r.Phase, s.Phase())
 	}
-	c := &Collector{stats: s.Stats, open: openOf(s, r), report: countsOf(r)}
+	c := &Collector{stats: s.Stats, open: openOf(s, r)}
 	for i, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("metrics: %w: option %d is nil", ErrInvalidArgument, i)
@@ -66,16 +57,6 @@ func New[K comparable, V any](s *migrate.Store[K, V], r migrate.Report[K], opts 
 		c.descs[m] = prometheus.NewDesc(sp.name, sp.help, sp.labels, nil)
 	}
 	return c, nil
-}
-
-// countsOf takes from r what no write changes.
-func countsOf[K comparable](r migrate.Report[K]) reportCounts {
-	return reportCounts{
-		readFrom: r.ReadFrom,
-		restored: r.Restored, dropped: len(r.Dropped), pruned: len(r.Pruned), errs: len(r.Errors),
-		stale: r.Stale != "", legacyStale: r.LegacyStale != "", quarantined: r.Quarantined != "",
-		behind: r.Behind != "", shadowDiffers: r.Shadow != nil && !r.Shadow.Agrees(),
-	}
 }
 
 // openOf returns what counts, at the time of the call, the entries of r's
@@ -122,25 +103,26 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.collectJournal(send)
 }
 
-// collectRestore sends what the last restore reported, with its open
-// entries as they are now.
+// collectRestore sends what the last restore reported (the Store's
+// Stats.LastRestore, which no write changes), with its open entries as
+// they are now.
 func (c *Collector) collectRestore(last migrate.RestoreStats, send func(metric, float64, ...string)) {
-	r, open := c.report, c.open()
+	open := c.open()
 	for _, kv := range []struct {
 		kind string
 		n    int
 	}{
-		{"restored", r.restored}, {"backfilled", open.backfilled}, {"dropped", r.dropped},
-		{"orphaned", open.orphaned}, {"pruned", r.pruned}, {"diverged", open.diverged}, {"errors", r.errs},
+		{"restored", last.Restored}, {"backfilled", open.backfilled}, {"dropped", last.Dropped},
+		{"orphaned", open.orphaned}, {"pruned", last.Pruned}, {"diverged", open.diverged}, {"errors", last.Errors},
 	} {
 		send(mRestoreEntries, float64(kv.n), kv.kind)
 	}
-	send(mRestoreReadFrom, 1, string(r.readFrom))
-	send(mRestoreStale, b2f(r.stale), "checkpoint")
-	send(mRestoreStale, b2f(r.legacyStale), "legacy")
-	send(mCheckpointBehind, b2f(r.behind))
-	send(mRestoreQuarantined, b2f(r.quarantined))
-	send(mRestoreShadowDiffers, b2f(r.shadowDiffers))
+	send(mRestoreReadFrom, 1, string(last.ReadFrom))
+	send(mRestoreStale, b2f(last.Stale), "checkpoint")
+	send(mRestoreStale, b2f(last.LegacyStale), "legacy")
+	send(mCheckpointBehind, b2f(last.Behind))
+	send(mRestoreQuarantined, b2f(last.Quarantined))
+	send(mRestoreShadowDiffers, b2f(last.ShadowDiffers))
 	send(mRestoreTimestamp, float64(last.At.UnixNano())/1e9)
 }
 
