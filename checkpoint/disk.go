@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
 	"github.com/phaseshift/phaseshift/internal/fsys"
 )
 
@@ -409,7 +410,7 @@ func (d *disk) quarantine() (string, error) {
 	if err := d.own("quarantine", nil); err != nil {
 		return "", err
 	}
-	base := keptBase(d.path, keptQuarantine, "", time.Now())
+	base := keptBase(d.path, rawfile.WhyQuarantine, "", time.Now())
 	dst, hasFile, err := d.linkAside(d.path, base, "")
 	if err != nil {
 		return "", err
@@ -453,7 +454,7 @@ func (d *disk) quarantine() (string, error) {
 			return "", pathError("quarantine: fsync directory", d.dir, err)
 		}
 	}
-	d.pruneKept(keptQuarantine)
+	d.pruneKept(rawfile.WhyQuarantine)
 	return dst, nil
 }
 

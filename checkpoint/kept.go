@@ -41,23 +41,15 @@ const (
 	keptBound = 5
 )
 
-// keptKind is why a copy was kept: Quarantine's, or a repair's.
-type keptKind string
-
-const (
-	keptQuarantine keptKind = "quarantine"
-	keptRepair     keptKind = "repair"
-)
-
 // keptStamp matches the end of a kept copy's name: its time, and the
 // number a taken name adds.
 var keptStamp = regexp.MustCompile(`-?(\d{8}T\d{6}\.\d{9}Z)(?:-(\d+))?$`)
 
 // keptBase returns the name, without a collision number, of a new copy of
 // path kept for kind (and, for a repair, by verb).
-func keptBase(path string, kind keptKind, verb string, now time.Time) string {
+func keptBase(path string, kind rawfile.Why, verb string, now time.Time) string {
 	stamp := now.UTC().Format(keptTimeLayout)
-	if kind == keptQuarantine {
+	if kind == rawfile.WhyQuarantine {
 		return path + infixQuarantine + stamp
 	}
 	return path + infixBefore + verb + "-" + stamp
@@ -68,7 +60,7 @@ type keptCopy struct {
 	name    string // the copy's file; it may be missing when journal is not
 	journal string // its journal, or ""
 	hasFile bool
-	kind    keptKind
+	kind    rawfile.Why
 	verb    string // a repair's verb
 	at      time.Time
 	n       int // the collision number
@@ -82,9 +74,9 @@ func parseKept(base, name string) (c keptCopy, ok bool) {
 	var kindPart string
 	switch {
 	case strings.HasPrefix(rest, base+infixQuarantine):
-		c.kind, kindPart = keptQuarantine, strings.TrimPrefix(rest, base+infixQuarantine)
+		c.kind, kindPart = rawfile.WhyQuarantine, strings.TrimPrefix(rest, base+infixQuarantine)
 	case strings.HasPrefix(rest, base+infixBefore):
-		c.kind, kindPart = keptRepair, strings.TrimPrefix(rest, base+infixBefore)
+		c.kind, kindPart = rawfile.WhyRepair, strings.TrimPrefix(rest, base+infixBefore)
 	default:
 		return c, false
 	}
@@ -97,7 +89,7 @@ func parseKept(base, name string) (c keptCopy, ok bool) {
 		return c, false
 	}
 	c.at, c.verb = t, kindPart[:m[0]]
-	if (c.kind == keptQuarantine) != (c.verb == "") {
+	if (c.kind == rawfile.WhyQuarantine) != (c.verb == "") {
 		return c, false
 	}
 	if m[4] >= 0 {
@@ -156,7 +148,7 @@ func listKept(fsy fsys.FS, path string) ([]keptCopy, error) {
 // a repair, after the repair), and is best effort: a copy it cannot remove
 // stays, and is logged. The removals need not be durable: a copy that
 // comes back after a power cut is removed by the next prune.
-func (d *disk) pruneKept(kind keptKind) []string {
+func (d *disk) pruneKept(kind rawfile.Why) []string {
 	copies, err := listKept(d.fs, d.path)
 	if err != nil {
 		d.log.Warn("cannot list the kept copies of the checkpoint to remove the oldest", zap.String("path", d.path), zap.Error(err))
@@ -197,13 +189,7 @@ func rawKept(path string) ([]rawfile.Copy, error) {
 	}
 	out := make([]rawfile.Copy, 0, len(copies))
 	for _, c := range copies {
-		rc := rawfile.Copy{Path: c.name, Journal: c.journal, HasFile: c.hasFile, Verb: c.verb, At: c.at}
-		if c.kind == keptQuarantine {
-			rc.Why = rawfile.WhyQuarantine
-		} else {
-			rc.Why = rawfile.WhyRepair
-		}
-		out = append(out, rc)
+		out = append(out, rawfile.Copy{Path: c.name, Journal: c.journal, HasFile: c.hasFile, Why: c.kind, Verb: c.verb, At: c.at})
 	}
 	return out, nil
 }

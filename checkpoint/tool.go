@@ -343,7 +343,7 @@ func (l *rawLocked) PruneKept(ctx context.Context) ([]string, error) {
 	if err := c.check(ctx); err != nil {
 		return nil, err
 	}
-	return l.f.disk.pruneKept(keptRepair), nil
+	return l.f.disk.pruneKept(rawfile.WhyRepair), nil
 }
 
 func (l *rawLocked) Replace(ctx context.Context, h rawfile.Header, entries []rawfile.Entry, seqAbove uint64) error {
@@ -403,7 +403,7 @@ func (d *disk) keepCopy(verb string) (string, error) {
 	if err := d.own("keep a copy", nil); err != nil {
 		return "", err
 	}
-	base := keptBase(d.path, keptRepair, verb, time.Now())
+	base := keptBase(d.path, rawfile.WhyRepair, verb, time.Now())
 	dst, hasFile, err := d.linkAside(d.path, base, "")
 	if err != nil {
 		return "", err

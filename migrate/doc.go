@@ -292,7 +292,10 @@
 // # Caveats
 //
 //   - The Store holds every entry in memory; it is for node-local state
-//     (thousands to a few hundred thousand entries), not a database.
+//     (thousands to a few hundred thousand entries), not a database. From
+//     the first Update that ranges over Tx.All on, it holds a second copy
+//     of the keys and values (as slices, which an allocator's scan walks
+//     faster than the map), and every commit keeps both up to date.
 //   - An Update is atomic on the checkpoint (one save) but not on an
 //     explicit legacy, which takes one write per key: a crash between those
 //     writes leaves part of the Update in legacy, and the phases that
