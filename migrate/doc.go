@@ -289,6 +289,23 @@
 // entry, or whose restores do not settle. It also provides fakes for both
 // kinds of legacy.
 //
+// # Departures from the first design
+//
+// The project's first design fixed the names used here; three behaviours
+// changed since, each for a defect the first one allowed:
+//
+//   - Checkpoint requires BootID and Journal. As optional capabilities, a
+//     user's wrapper around a checkpoint.File (for metrics, say) silently
+//     turned the boot epoch and torn-journal reports off.
+//   - Config.Merge defaults to legacy's value for both kinds of legacy, not
+//     the checkpoint's for an implicit one: where the two differ in what
+//     legacy can see (Config.Equal), legacy's record is newer (a run that
+//     wrote legacy only) or a write a crash cut short, and a checkpoint
+//     that kept its own reported the entry diverged at every restore.
+//   - An unreadable checkpoint that is the sole copy fails Restore by
+//     default instead of being moved aside (rule 4):
+//     Config.DiscardUnreadableCheckpoint is the opt-in to serve less.
+//
 // # Caveats
 //
 //   - The Store holds every entry in memory; it is for node-local state
