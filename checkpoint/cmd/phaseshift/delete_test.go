@@ -144,6 +144,22 @@ func TestRepairFailureExits8(t *testing.T) {
 	assert.Equal(t, entries(3), mustLoad(t, path).Entries)
 }
 
+// A kept copy whose journal ends in a torn record (a commit a crash cut
+// short) is listed with that record named as torn.
+func TestKeptCopyWithATornJournal(t *testing.T) {
+	path := journaled(t, t.TempDir())
+	f, err := os.OpenFile(path+".journal", os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString(`{"journal":1,"base":1,"seq":4,"sch`)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	r := run(t, "delete", path, keyJSON(t, k(1)))
+	require.Equal(t, 0, r.code, r.stderr)
+	r = run(t, "inspect", path)
+	assert.Contains(t, r.stdout, "with its journal (3 records, the last torn)")
+}
+
 func TestDeleteFoldsTheJournal(t *testing.T) {
 	path := journaled(t, t.TempDir())
 

@@ -28,7 +28,7 @@ func addLockWaitFlag(fs *flag.FlagSet, p *time.Duration) {
 }
 
 func addReplaceIntactFlag(fs *flag.FlagSet, p *bool, loses string) {
-	fs.BoolVar(p, "replace-intact", false, "replace the file even if it is intact (it then loses "+loses+")")
+	fs.BoolVar(p, "replace-intact", false, "replace the file even if it is intact or written by a newer phaseshift (it then loses "+loses+")")
 }
 
 func addFileFlag(fs *flag.FlagSet, p *bool) {

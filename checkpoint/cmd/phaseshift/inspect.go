@@ -286,6 +286,8 @@ func sibling(d *fileJSON) string {
 	case j == nil:
 	case j.Damage != nil && !j.Damage.FileMissing:
 		s += fmt.Sprintf(", with its journal (%d records, damaged at byte %d)", j.Total, j.Damage.Offset)
+	case j.TornBytes > 0:
+		s += fmt.Sprintf(", with its journal (%d records, the last torn)", j.Total)
 	default:
 		s += fmt.Sprintf(", with its journal (%d records)", j.Total)
 	}

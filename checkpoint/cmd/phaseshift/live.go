@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
 	"github.com/phaseshift/phaseshift/migrate/control"
@@ -138,7 +140,20 @@ func describeControl(path string) *controlJSON {
 	if fi, err := os.Lstat(sock); err != nil || fi.Mode()&fs.ModeSocket == 0 {
 		return nil
 	}
-	return &controlJSON{Path: sock, Used: liveDaemon(path) != nil}
+	return &controlJSON{Path: sock, Used: liveDaemon(path) != nil && answers(sock)}
+}
+
+// answers reports whether a process listens on the unix socket sock. A
+// socket a dead daemon left refuses the connection even while another
+// process, which serves none, holds the lock. A refusal for another reason
+// (the socket's mode) still means a daemon listens.
+func answers(sock string) bool {
+	c, err := net.DialTimeout("unix", sock, time.Second)
+	if err != nil {
+		return !notServing(err)
+	}
+	_ = c.Close()
+	return true
 }
 
 // String describes the control socket in one line.
@@ -149,5 +164,5 @@ func (c *controlJSON) String() string {
 	case c.Used:
 		return c.Path + ": list, get and delete go to the running daemon's Store"
 	}
-	return c.Path + ": left by a daemon that is gone (nobody holds the lock); list, get and delete use the file"
+	return c.Path + ": nothing answers on it (left by a daemon that is gone); list, get and delete use the file"
 }

@@ -206,6 +206,28 @@ func TestLiveDaemonKilled(t *testing.T) {
 	assert.NotContains(t, mustLoadJournaled(t, path).Entries, k(1))
 }
 
+// A daemon killed with SIGKILL leaves its socket behind, and the next one
+// holds the lock without serving a socket: inspect says nothing answers on
+// it, and list and delete use the file (delete waits for the lock).
+func TestLiveDaemonKilledAndAnotherHoldsTheLock(t *testing.T) {
+	path := journaled(t, t.TempDir())
+	d := startDaemon(t, path)
+	d.kill(t)
+	require.FileExists(t, path+".control.sock")
+	holdLock(t, path)
+
+	r := run(t, "inspect", "--json", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	var out struct{ Control struct{ Used bool } }
+	decodeJSON(t, r.stdout, &out)
+	assert.False(t, out.Control.Used, "nothing answers on the socket")
+	r = run(t, "inspect", path)
+	assert.Contains(t, r.stdout, "nothing answers on it")
+	assert.NotContains(t, r.stdout, "go to the running daemon's Store")
+	r = run(t, "delete", "--lock-wait", "50ms", path, keyJSON(t, k(1)))
+	assert.Equal(t, 7, r.code, "the file's lock is held: %s", r.stderr)
+}
+
 // A user who is neither the daemon's nor root cannot use its socket: the
 // socket's mode keeps it out, and so does the daemon's check of its peer
 // (SO_PEERCRED) when the mode would let it in. The command then exits 6

@@ -108,8 +108,13 @@ func printRepaired(e *env, r *repaired, text string) error {
 		return json.NewEncoder(e.out).Encode(r)
 	}
 	fmt.Fprintln(e.out, text)
-	if r.Kept != "" {
+	switch {
+	case r.Kept == "":
+	case r.Replaced == verdictIntact:
 		fmt.Fprintf(e.out, "the file it replaced (%s) is kept as %s (undo with: phaseshift restore-kept %s %s)\n", r.Replaced, r.Kept, r.Path, r.Kept)
+	default:
+		// restore-kept puts back only a copy that reads intact.
+		fmt.Fprintf(e.out, "the file it replaced (%s) is kept as %s, to inspect (phaseshift inspect %s)\n", r.Replaced, r.Kept, r.Kept)
 	}
 	for _, p := range r.Pruned {
 		fmt.Fprintf(e.out, "removed the oldest copy kept by a repair, %s: a checkpoint keeps its %d newest\n", p, rawfile.KeptBound)
@@ -128,7 +133,17 @@ func seqOf(j *judged) uint64 {
 	if d := j.Journal.Damage; d != nil {
 		seq = max(seq, d.Seq, d.Before.LastSeq, d.After.LastSeq)
 	}
-	return seq
+	// A journal over a file Load refused is not replayed, but its records
+	// name seqs all the same.
+	return max(seq, j.Journal.All.LastSeq)
+}
+
+// refuseNewer is the refusal to replace cur, a file a newer phaseshift
+// wrote: it holds that build's acknowledged writes, and the roll-forward
+// reads it.
+func refuseNewer(cur *judged) error {
+	return fail(exitRefused, "%s was written by a newer phaseshift (%s): keep it for the roll-forward. "+
+		"If you mean to replace it, pass --replace-intact", cur.Path, cur.reason)
 }
 
 // underLock runs f holding the lock of the checkpoint at path (see lock),

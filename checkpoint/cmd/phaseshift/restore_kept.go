@@ -38,9 +38,11 @@ commits. COPY may be given as a path or as its name beside PATH.
 
 It keeps the file it replaces, with its journal, as
 PATH.before-restore-kept-<time>, so that it can be undone in turn, and
-leaves PATH.prev as it is. COPY must read intact. An intact PATH holds
-writes the copy may lack, so restore-kept refuses (exit 9) to replace it,
-saying how they differ, unless --replace-intact says so. It exits 7 if a
+leaves PATH.prev as it is. COPY must read intact (the copy of a damaged
+file is kept to inspect, not to restore). An intact PATH, or one a newer
+phaseshift wrote, holds writes the copy may lack, so restore-kept refuses
+(exit 9) to replace it, saying how they differ, unless --replace-intact
+says so. It exits 7 if a
 daemon holds the lock longer than --lock-wait: stop the daemon first.`,
 		examples: []string{
 			"phaseshift inspect /var/run/ipamd/state.json      # lists the kept copies",
@@ -74,6 +76,9 @@ func restoreKeptLocked(ctx context.Context, e *env, o *restoreKeptOptions, l raw
 	}
 	if from.verdict != verdictIntact {
 		return fail(from.code(), "cannot restore %s: %s", c.Path, from.reason)
+	}
+	if cur.verdict == verdictNewer && !o.replaceIntact {
+		return refuseNewer(cur)
 	}
 	if cur.verdict == verdictIntact && !o.replaceIntact {
 		d := compare(cur, from, false)

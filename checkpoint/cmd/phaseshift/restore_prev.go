@@ -36,8 +36,9 @@ leaves PATH.prev as it is. PATH.prev must be intact. With a journal
 the file replaced. A journal left without its file (PATH missing) is kept
 alone, as the daemon's quarantine would. PATH.prev lacks the last write
 (with a journal, every commit since the last compaction), so it refuses
-(exit 9) to replace an intact file unless --replace-intact says so (say,
-after a buggy daemon wrote a bad but intact file); for a damaged journal,
+(exit 9) to replace an intact file, or one a newer phaseshift wrote (kept
+for the roll-forward), unless --replace-intact says so (say, after a buggy
+daemon wrote a bad but intact file); for a damaged journal,
 phaseshift repair-journal keeps more. It exits 7 if a daemon holds the
 lock longer than --lock-wait: stop the daemon first.`,
 		examples: []string{
@@ -64,6 +65,9 @@ func restorePrevLocked(ctx context.Context, e *env, o *restorePrevOptions, l raw
 	prev := readFile(ctx, rawfile.NamesOf(cur.Path).Prev, 0, false)
 	if prev.verdict != verdictIntact {
 		return fail(prev.code(), "cannot restore %s: %s", prev.Path, prev.reason)
+	}
+	if cur.verdict == verdictNewer && !o.replaceIntact {
+		return refuseNewer(cur)
 	}
 	if cur.verdict == verdictIntact && !o.replaceIntact {
 		return fail(exitRefused, "%s is intact (seq %d); %s (seq %d) lacks the writes since. "+

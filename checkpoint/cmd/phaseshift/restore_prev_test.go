@@ -100,6 +100,40 @@ func TestRestorePrevRefusals(t *testing.T) {
 		r := run(t, "restore-prev", "--lock-wait", "50ms", "--replace-intact", path)
 		assert.Equal(t, 7, r.code)
 	})
+	t.Run("a newer file without --replace-intact", func(t *testing.T) {
+		// Written by a newer phaseshift: kept for the roll-forward, as
+		// verify advises, unless the operator says otherwise.
+		path := save(t, t.TempDir(), entries(2), entries(3))
+		editSealed(t, path, `"format": 1`, `"format": 3`)
+		before := readBytes(t, path)
+		r := run(t, "restore-prev", path)
+		assert.Equal(t, 9, r.code, r.stderr)
+		assert.Contains(t, r.stderr, "newer")
+		assert.Contains(t, r.stderr, "--replace-intact")
+		assert.Equal(t, before, readBytes(t, path))
+		assert.Empty(t, kept(t, path))
+
+		r = run(t, "restore-prev", "--replace-intact", path)
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Equal(t, entries(2), mustLoad(t, path).Entries)
+	})
+}
+
+// restore-prev over a damaged file whose journal is intact: the file it
+// writes has a seq above every record of the journal it sets aside, so
+// that no reader takes the journal's records for ones that follow it; the
+// copy of a damaged file is kept for inspection, and no undo is offered
+// that restore-kept would refuse.
+func TestRestorePrevOverADamagedFileWithItsJournal(t *testing.T) {
+	path := journaled(t, t.TempDir(), entries(2), entries(3)) // .prev seq 1, file seq 2, records seq 3 and 4
+	edit(t, path, "10.0.0.1", "10.0.0.2")
+	r := run(t, "restore-prev", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	got := mustLoadJournaled(t, path)
+	assert.Equal(t, entries(2), got.Entries)
+	assert.Greater(t, got.Meta.Seq, uint64(4), "above the journal's last record (seq 4)")
+	assert.Contains(t, r.stdout, "is kept as")
+	assert.NotContains(t, r.stdout, "undo with", "restore-kept refuses a damaged copy")
 }
 
 // restore-prev over a journaled checkpoint whose journal is damaged: .prev
