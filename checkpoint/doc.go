@@ -156,10 +156,12 @@
 //     such a journal is damaged (phaseshift inspect) and can keep every
 //     line before the damage (phaseshift repair-journal). Lines whose base is below the
 //     file's Seq were folded into the file by a save that a crash stopped
-//     before it removed the journal: they are skipped. The entries of the
-//     lines are held to the file's rules (schema upgrades, unknown fields,
-//     WithValidate), and an entry that cannot be read is a bad entry whose
-//     older value in the file is not served either.
+//     before it removed the journal: they are skipped. The state the lines
+//     replay to is held to the file's rules (schema upgrades, unknown
+//     fields, WithValidate): an entry of it that cannot be read is a bad
+//     entry whose older value in the file is not served either, while a
+//     value a later line replaced or deleted is history and is not judged
+//     (a delete removes its entry without upgrading the value it carries).
 //   - Compaction never replays a commit twice or loses one. A compaction
 //     is a save (temporary file, fsync, rename, fsync of the directory)
 //     of the whole state with the next Seq, after which the journal is

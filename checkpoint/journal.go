@@ -661,7 +661,10 @@ func (a *applier[K, V]) del(i int, line []byte) {
 	if a.from < a.cfg.schema {
 		up, err := upgradeLine(line, a.from, a.cfg)
 		if err != nil {
-			a.failed(i, line, err)
+			// The entry the delete removes is gone all the same: replaced
+			// removed it if its upgrade succeeded, and if it failed, the
+			// entry is history that settle keeps out of the bad entries.
+			a.settle(i, line)
 			return
 		}
 		src = up

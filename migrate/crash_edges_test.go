@@ -2,6 +2,7 @@ package migrate_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -301,4 +302,40 @@ func TestJournalHistoryIsNotValidated(t *testing.T) {
 	assert.NotEmpty(t, r.LegacyStale, "legacy is healed from the checkpoint phase 3 wrote")
 	assert.Equal(t, map[string]int{"k": 1}, collect(s))
 	assert.Equal(t, map[string]int{"k": 1}, reg.Snapshot())
+}
+
+// TestJournalHistoryIsNotUpgraded: the same for a value the next build's
+// upgrade rejects, which a later write deleted: the next build starts, in
+// phase 3 as in phase 2 (issue 22, item 3: a delete carried the value to
+// the upgrade, and Load failed with two bad entries in a state of one).
+func TestJournalHistoryIsNotUpgraded(t *testing.T) {
+	ctx := context.Background()
+	rejects := checkpoint.WithUpgrade(1, func(k, v json.RawMessage) (json.RawMessage, json.RawMessage, error) {
+		if string(v) == "-666" {
+			return nil, nil, errors.New("no -666")
+		}
+		return k, v, nil
+	})
+	for _, p := range []migrate.Phase{migrate.PhaseMigrate, migrate.PhaseContract} {
+		t.Run(p.String(), func(t *testing.T) {
+			reg := &migratetest.Explicit[string, int]{}
+			cp := checkpoint.NewMemory[string, int]()
+			s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseContract, Legacy: reg, Checkpoint: checkpointtest.Reopen(t, cp)})
+			require.NoError(t, err)
+			_, err = s.Restore(ctx)
+			require.NoError(t, err)
+			require.NoError(t, s.Put(ctx, "a", 1))
+			require.NoError(t, s.Put(ctx, "k", -666))
+			require.NoError(t, s.Delete(ctx, "k"))
+			require.NoError(t, s.Close())
+			require.NotEmpty(t, checkpointtest.Journal(cp), "the history is in the journal")
+
+			s, err = migrate.New(migrate.Config[string, int]{Phase: p, Legacy: reg, Checkpoint: checkpointtest.Reopen(t, cp, checkpoint.WithSchema(2), rejects)})
+			require.NoError(t, err)
+			defer s.Close()
+			_, err = s.Restore(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, map[string]int{"a": 1}, collect(s))
+		})
+	}
 }

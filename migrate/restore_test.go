@@ -776,3 +776,30 @@ func TestMergeChoiceReachesLegacyWhereLegacyDecides(t *testing.T) {
 		})
 	}
 }
+
+// TestUnsafeRestoreSaysHowToRecover: a file phase 3 wrote says legacy is
+// stale; when this binary cannot read it in full, the refusal points to
+// the binary that wrote a newer file, and to a repair of any other.
+func TestUnsafeRestoreSaysHowToRecover(t *testing.T) {
+	ctx := context.Background()
+	rejectAll := checkpoint.WithValidate(func(string, int) error { return errors.New("rejected") })
+	for name, c := range map[string]struct {
+		opts []checkpoint.Option
+		says string
+	}{
+		"newer":              {checkpointtest.Schema(1), "roll forward to the binary that wrote it"},
+		"unreadable entries": {[]checkpoint.Option{rejectAll}, "phaseshift restore-prev PATH"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(true, legacyL)
+			w.saveCheckpoint(t, migrate.PhaseContract, contractC, "")
+			if name == "newer" {
+				require.NoError(t, checkpointtest.SetSchema(w.cp, 2))
+			}
+			s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Checkpoint: checkpointtest.Reopen(t, w.cp, c.opts...)})
+			_, err := s.Restore(ctx)
+			require.ErrorIs(t, err, migrate.ErrUnsafeRestore)
+			assert.Contains(t, err.Error(), c.says)
+		})
+	}
+}

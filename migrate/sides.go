@@ -133,9 +133,19 @@ func (s *Store[K, V]) refuseUnreadable(meta checkpoint.Meta, err error, partial 
 		if partial {
 			what = "has unreadable entries"
 		}
-		return restoreErr("%w: the checkpoint was written by phase 3 (contract), so legacy is stale, and the checkpoint %s (%w); %s: roll forward to the binary that wrote it, or repair it", ErrUnsafeRestore, what, err, left)
+		return restoreErr("%w: the checkpoint was written by phase 3 (contract), so legacy is stale, and the checkpoint %s (%w); %s: %s", ErrUnsafeRestore, what, err, left, unsafeRecovery(err))
 	}
 	return nil
+}
+
+// unsafeRecovery says how an operator gets past a checkpoint that says
+// legacy is stale and cannot be read in full: a newer binary's file is
+// read by that binary, any other is repaired.
+func unsafeRecovery(err error) string {
+	if errors.Is(err, checkpoint.ErrNewerSchema) {
+		return "roll forward to the binary that wrote it"
+	}
+	return "check it with `phaseshift verify PATH` and put the last good file back with `phaseshift restore-prev PATH`"
 }
 
 // soleCopyWhy says why the checkpoint is the only copy of the state.
