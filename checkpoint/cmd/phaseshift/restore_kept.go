@@ -42,8 +42,8 @@ leaves PATH.prev as it is. COPY must read intact (the copy of a damaged
 file is kept to inspect, not to restore). An intact PATH, or one a newer
 phaseshift wrote, holds writes the copy may lack, so restore-kept refuses
 (exit 9) to replace it, saying how they differ, unless --replace-intact
-says so. It exits 7 if a
-daemon holds the lock longer than --lock-wait: stop the daemon first.`,
+says so. It exits 7 if a daemon holds the lock longer than --lock-wait:
+stop the daemon first.`,
 		examples: []string{
 			"phaseshift inspect /var/run/ipamd/state.json      # lists the kept copies",
 			"phaseshift restore-kept --replace-intact /var/run/ipamd/state.json state.json.before-delete-20261201T052448.070390553Z",
