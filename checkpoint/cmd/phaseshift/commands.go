@@ -129,7 +129,7 @@ exit status:
 examples:
   phaseshift verify /var/run/ipamd/state.json && echo intact
   phaseshift inspect /var/run/ipamd/state.json
-  phaseshift list /var/run/ipamd/state.json | jq -c 'select(.value.ip == "10.0.0.7")'
+  phaseshift list /var/run/ipamd/state.json | jq -c 'select(.value.ips | index("10.0.0.7"))'
   phaseshift diff /var/run/ipamd/state.json /var/run/ipamd/state.json.prev
   phaseshift delete /var/run/ipamd/state.json '{"network":"aws-cni","containerID":"c1","ifName":"eth0"}'
 `)

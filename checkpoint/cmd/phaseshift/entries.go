@@ -41,7 +41,7 @@ the daemon's Store instead, through the socket, sorted by key: what the
 daemon serves. --file reads the file even then.`,
 		examples: []string{
 			"phaseshift list /var/run/ipamd/state.json | jq -c .key",
-			"phaseshift list /var/run/ipamd/state.json | jq -c 'select(.value.ip == \"10.0.0.7\")'",
+			"phaseshift list /var/run/ipamd/state.json | jq -c 'select(.value.ips | index(\"10.0.0.7\"))'",
 			"phaseshift list --ignore-checksum /var/run/ipamd/state.json | wc -l",
 		},
 		addFlags: o.AddFlags,

@@ -49,7 +49,7 @@ func printKept(w io.Writer, kept []keptJSON) {
 		fmt.Fprintf(w, "  kept copies: none\n")
 		return
 	}
-	fmt.Fprintf(w, "  kept copies: %d (restore one with phaseshift restore-kept PATH COPY)\n", len(kept))
+	fmt.Fprintf(w, "  kept copies: %d (restore one with phaseshift restore-kept [--replace-intact] PATH COPY)\n", len(kept))
 	for i := range kept {
 		fmt.Fprintf(w, "    %s\n", keptLine(&kept[i]))
 	}

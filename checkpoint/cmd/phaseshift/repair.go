@@ -111,7 +111,8 @@ func printRepaired(e *env, r *repaired, text string) error {
 	switch {
 	case r.Kept == "":
 	case r.Replaced == verdictIntact:
-		fmt.Fprintf(e.out, "the file it replaced (%s) is kept as %s (undo with: phaseshift restore-kept %s %s)\n", r.Replaced, r.Kept, r.Path, r.Kept)
+		// The repaired file is intact too, so the undo replaces an intact file.
+		fmt.Fprintf(e.out, "the file it replaced (%s) is kept as %s (undo with: phaseshift restore-kept --replace-intact %s %s)\n", r.Replaced, r.Kept, r.Path, r.Kept)
 	default:
 		// restore-kept puts back only a copy that reads intact.
 		fmt.Fprintf(e.out, "the file it replaced (%s) is kept as %s, to inspect (phaseshift inspect %s)\n", r.Replaced, r.Kept, r.Kept)
