@@ -70,8 +70,10 @@ func TestRulesTestsCatchABrokenGate(t *testing.T) {
 		{"the mark left out", `phaseshift_checkpoint_behind{job="ipamd"} > 0`, `phaseshift_checkpoint_behind{job="ipamd"} > 1`},
 		{"a stale side the restore healed blocks phase 3", `phaseshift_checkpoint_behind{job="ipamd"} > 0`, `phaseshift_restore_stale{job="ipamd"} > 0`},
 		{"a skipped phase let through", `expr: phaseshift_phase{job="ipamd"} < 2`, `expr: phaseshift_phase{job="ipamd"} < 1`},
-		{"quarantine ignored before phase 2", `phaseshift_restore_quarantined{job="ipamd"} > 0 and on (job, instance) phaseshift_phase{job="ipamd"} == 1`,
-			`phaseshift_restore_quarantined{job="ipamd"} > 1 and on (job, instance) phaseshift_phase{job="ipamd"} == 1`},
+		{"quarantine ignored before phase 2", `phaseshift_restore_quarantined{job="ipamd"} > 0 and phaseshift_phase{job="ipamd"} == 1`,
+			`phaseshift_restore_quarantined{job="ipamd"} > 1 and phaseshift_phase{job="ipamd"} == 1`},
+		{"a Store judged by another Store's phase", `phaseshift_restore_quarantined{job="ipamd"} > 0 and phaseshift_phase{job="ipamd"} == 1`,
+			`phaseshift_restore_quarantined{job="ipamd"} > 0 and on (job, instance) phaseshift_phase{job="ipamd"} == 1`},
 		{"a node down not counted", `expr: 1 - up{job="ipamd"} > 0`, `expr: 1 - up{job="ipamd"} > 1`},
 		{"an absent job not counted", `expr: absent(up{job="ipamd"})`, `expr: absent(up{job="ipamd"}) and up`},
 	} {
