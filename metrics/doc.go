@@ -63,6 +63,10 @@
 //   - The journal's metrics read the checkpoint, which waits for a save in
 //     progress; everything else reads atomic counters and the Store's read
 //     lock, as Store.Stats and Store.Origin do.
+//   - Stop serving the metrics (or unregister the Collector) before
+//     Store.Close: a closed Store serves nothing, so its backfilled,
+//     orphaned and diverged entries read 0, which the gate would take for
+//     settled ones. examples/ipam stops its metrics server first.
 //   - The rules select the nodes with job="ipamd": replace it with the
 //     name of your scrape job. A node the job does not scrape at all
 //     (missing from service discovery) is not seen; compare the job's
