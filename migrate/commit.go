@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 
@@ -181,6 +182,9 @@ func (s *Store[K, V]) stage(ctx context.Context, ov *overlay[K, V], r *request[K
 	}
 	if s.writesLegacy() {
 		if r.err = s.writeLegacy(ctx, plans); r.err != nil {
+			if wp := (*writerPanic)(nil); errors.As(r.err, &wp) {
+				r.panicked = wp.value
+			}
 			return nil
 		}
 	}

@@ -264,12 +264,22 @@
 // fails too, the error also matches ErrOutcomeUnknown and says that
 // legacy may hold the write, or part of it (phases 0 to 2: phase 3 writes
 // no legacy, and a failed checkpoint save leaves the previous commit);
-// until the Store has written legacy back in line, a later write to that entry fails with
-// ErrLegacyWrite rather than build on it. Concurrent writes are
-// group-committed: one checkpoint save carries the writes that queued
-// while the previous save ran (up to 1,024, oldest first; the rest go in
-// the next), and each caller is released when its own
-// change is durable. A lone writer does not wait for company.
+// until the Store has written legacy back in line, a later write to that
+// entry fails with ErrLegacyWrite rather than build on it.
+//
+// A legacy writer that panics fails the write it was making, with
+// ErrLegacyWrite and ErrOutcomeUnknown (it may have written part of it;
+// legacy is written back in line before the next commit touches that
+// entry), and that write's caller panics with the same value, whichever
+// writer led the commit; the rest of the batch commits. A panic in other
+// code a commit calls (a Checkpoint's own Commit or Save) panics in the
+// writer that led it and fails the rest of its batch with
+// ErrOutcomeUnknown. Either way the Store stays usable.
+//
+// Concurrent writes are group-committed: one checkpoint save carries the
+// writes that queued while the previous save ran (up to 1,024, oldest
+// first; the rest go in the next), and each caller is released when its
+// own change is durable. A lone writer does not wait for company.
 //
 // # Keys, placeholders and provenance
 //

@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"go.uber.org/zap"
@@ -57,6 +58,10 @@ func (s *Store[K, V]) stillAstray(plans []plan[K, V]) error {
 }
 
 func (s *Store[K, V]) straightenOne(ctx context.Context, id K, keys []K) error {
+	return callLegacy(func() error { return s.straightenCall(ctx, id, keys) })
+}
+
+func (s *Store[K, V]) straightenCall(ctx context.Context, id K, keys []K) error {
 	s.mu.RLock()
 	k, ok := s.state.lookup(id)
 	v := s.state.vals[k]
@@ -103,6 +108,31 @@ func needed[K comparable, V any](p plan[K, V], step int) bool {
 
 // legacyStep performs, or with undo reverses, one legacy write of p.
 func (s *Store[K, V]) legacyStep(ctx context.Context, p plan[K, V], step int, undo bool) error {
+	return callLegacy(func() error { return s.legacyCall(ctx, p, step, undo) })
+}
+
+// writerPanic is the failure of a legacy writer's call that panicked. The
+// write it was making fails with its outcome unknown (the writer may have
+// written part of it), and its caller panics again with value.
+type writerPanic struct{ value any }
+
+func (e *writerPanic) Error() string {
+	return fmt.Sprintf("the legacy writer panicked (a %T)", e.value)
+}
+
+// callLegacy makes one call of the explicit legacy's writer, turning a
+// panic into a *writerPanic: it runs in whichever writer leads the commit,
+// which must finish the batch and release the others.
+func callLegacy(call func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &writerPanic{value: p}
+		}
+	}()
+	return call()
+}
+
+func (s *Store[K, V]) legacyCall(ctx context.Context, p plan[K, V], step int, undo bool) error {
 	o := p.op
 	switch {
 	case step == stepEntry && o.del:
@@ -140,12 +170,20 @@ func (s *Store[K, V]) writeLegacy(ctx context.Context, plans []plan[K, V]) error
 			}
 			if err := s.legacyStep(ctx, p, step, false); err != nil {
 				s.log.Warn("legacy write failed", zap.Any("key", p.op.key), zap.Error(err))
-				err = fmt.Errorf("migrate: %w: %w", ErrLegacyWrite, err)
-				if uerr := s.undoLegacy(ctx, plans, pi, step); uerr != nil {
-					err = outcomeUnknown(err, "legacy may hold part of it", uerr)
+				werr := fmt.Errorf("migrate: %w: %w", ErrLegacyWrite, err)
+				var wp *writerPanic
+				switch uerr := s.undoLegacy(ctx, plans, pi, step); {
+				case uerr != nil:
+					werr = outcomeUnknown(werr, "legacy may hold part of it", uerr)
+					s.stray(plans)
+				case errors.As(err, &wp):
+					// A writer that panicked may have written part of the
+					// write: legacy is written back in line before the next
+					// commit touches it.
+					werr = fmt.Errorf("%w; %w: legacy may hold part of it", werr, ErrOutcomeUnknown)
 					s.stray(plans)
 				}
-				return err
+				return werr
 			}
 		}
 	}

@@ -19,9 +19,10 @@ type Stats struct {
 
 	// Writes that returned nil, by kind (Updates includes DeleteFunc).
 	Puts, Deletes, Updates uint64
-	// Writes that returned an error: the context ended before a commit
-	// took them, their function failed, a side refused them (of those,
-	// OutcomeUnknown also matched ErrOutcomeUnknown).
+	// Writes that returned an error: the Store was closed or not restored,
+	// the context ended before a commit took them, their function failed,
+	// a side refused them (of those, OutcomeUnknown also matched
+	// ErrOutcomeUnknown).
 	WriteErrors, OutcomeUnknown uint64
 
 	// Commits is the group commits that carried at least one write that

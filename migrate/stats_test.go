@@ -48,12 +48,15 @@ func TestStats(t *testing.T) {
 	require.Error(t, s.Update(ctx, func(*migrate.Tx[string, int]) error { return errors.New("no") }))
 	w.exp.FailWrites(0, 1, errors.New("refused"))
 	require.ErrorIs(t, s.Put(ctx, "e", 5), migrate.ErrLegacyWrite)
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, s.Put(done, "f", 6), context.Canceled, "an already done context writes nothing")
 
 	st = s.Stats()
 	assert.EqualValues(t, 1, st.Puts)
 	assert.EqualValues(t, 1, st.Deletes)
 	assert.EqualValues(t, 2, st.Updates, "Update and DeleteFunc")
-	assert.EqualValues(t, 2, st.WriteErrors)
+	assert.EqualValues(t, 3, st.WriteErrors, "a failed function, a refusal, a done context")
 	assert.EqualValues(t, 0, st.OutcomeUnknown)
 	assert.EqualValues(t, 4, st.Commits)
 	assert.EqualValues(t, 4, st.Committed)
@@ -74,4 +77,9 @@ func TestStats(t *testing.T) {
 	assert.EqualValues(t, 33, after.Puts)
 	assert.Less(t, after.Commits-st.Commits, uint64(32), "group commit shares saves")
 	assert.EqualValues(t, 32, after.Committed-st.Committed)
+
+	// A write refused because the Store is closed returned an error too.
+	require.NoError(t, s.Close())
+	require.ErrorIs(t, s.Put(ctx, "g", 7), migrate.ErrClosed)
+	assert.EqualValues(t, st.WriteErrors+1, s.Stats().WriteErrors)
 }

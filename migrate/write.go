@@ -104,10 +104,13 @@ func (s *Store[K, V]) usable() error {
 // before reaching them. A lone writer leads at once: there is no timer.
 func (s *Store[K, V]) write(ctx context.Context, r *request[K, V]) error {
 	if err := s.usable(); err != nil {
+		s.countWrite(r, err)
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		err = fmt.Errorf("migrate: %w", err)
+		s.countWrite(r, err)
+		return err
 	}
 	r.done = make(chan struct{})
 	s.qmu.Lock()
@@ -147,14 +150,13 @@ func (s *Store[K, V]) await(ctx context.Context, r *request[K, V]) error {
 		case <-r.done:
 			return r.err
 		case s.token <- struct{}{}:
-			for !r.finished() {
-				batch := s.take()
-				if len(batch) == 0 {
-					break
-				}
-				s.commitBatch(ctx, batch)
+			// select picks at random among ready cases: a context done
+			// already withdraws the write rather than lead it.
+			if ctx.Err() != nil && s.withdraw(r) {
+				s.release()
+				return fmt.Errorf("migrate: %w", ctx.Err())
 			}
-			s.release()
+			s.lead(ctx, r)
 		case <-ctx.Done():
 			if s.withdraw(r) {
 				return fmt.Errorf("migrate: %w", ctx.Err())
@@ -163,6 +165,37 @@ func (s *Store[K, V]) await(ctx context.Context, r *request[K, V]) error {
 			return r.err
 		}
 	}
+}
+
+// lead commits batches, holding the write token, until r is done.
+func (s *Store[K, V]) lead(ctx context.Context, r *request[K, V]) {
+	defer s.release()
+	for !r.finished() {
+		batch := s.take()
+		if len(batch) == 0 {
+			break
+		}
+		s.commitGuarded(ctx, batch)
+	}
+}
+
+// commitGuarded commits batch. A panic the commit does not turn into a
+// write's failure (a user's Config.Match, or a Checkpoint's own Save)
+// fails the writes of the batch not yet finished, whose outcome is then
+// unknown, and panics again in the leader's goroutine, after the write
+// token is released.
+func (s *Store[K, V]) commitGuarded(ctx context.Context, batch []*request[K, V]) {
+	defer func() {
+		if p := recover(); p != nil {
+			for _, q := range batch {
+				if !q.finished() {
+					q.finish(fmt.Errorf("migrate: %w: the commit that carried it panicked (a %T): legacy and the checkpoint may hold part of it", ErrOutcomeUnknown, p))
+				}
+			}
+			panic(p)
+		}
+	}()
+	s.commitBatch(ctx, batch)
 }
 
 // withdraw removes r from the queue if no leader has taken it.
