@@ -174,7 +174,7 @@ func (s *Store[K, V]) stage(ctx context.Context, ov *overlay[K, V], r *request[K
 		return nil
 	}
 	if s.writesCheckpoint() {
-		if err := encodable(plans); err != nil {
+		if err := encodableOrPanicked(plans, r); err != nil {
 			s.log.Warn("a write cannot be encoded for the checkpoint", zap.Error(err))
 			r.err = fmt.Errorf("migrate: %w: %w", ErrCheckpointWrite, err)
 			return nil
@@ -224,6 +224,19 @@ func encodable[K comparable, V any](plans []plan[K, V]) error {
 		}
 	}
 	return nil
+}
+
+// encodableOrPanicked is encodable for r's plans; a MarshalJSON that
+// panics fails r alone, whose caller panics again, as with a panicking
+// Update function.
+func encodableOrPanicked[K comparable, V any](plans []plan[K, V], r *request[K, V]) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.panicked = p
+			err = fmt.Errorf("migrate: %w: encoding it panicked (a %T)", ErrCheckpointWrite, p)
+		}
+	}()
+	return encodable(plans)
 }
 
 // save saves what the overlay changes, in one save, when the phase writes

@@ -3,6 +3,7 @@ package migrate_test
 import (
 	"context"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -148,10 +149,81 @@ func TestCheckpointPanic(t *testing.T) {
 // waitQueued waits until n writes are queued behind the leader.
 func waitQueued(t *testing.T, s *migrate.Store[string, int], n int) {
 	t.Helper()
+	waitQueued2(t, func() int { return migrate.QueuedWrites(s) }, n)
+}
+
+// touchy is a value whose MarshalJSON panics on 13.
+type touchy int
+
+func (v touchy) MarshalJSON() ([]byte, error) {
+	if v == 13 {
+		panic("marshal bug")
+	}
+	return []byte(strconv.Itoa(int(v))), nil
+}
+
+// heldTouchy is a checkpoint whose first Commit waits until released.
+type heldTouchy struct {
+	*checkpoint.Memory[string, touchy]
+	entered, release chan struct{}
+	held             atomic.Bool
+}
+
+func (c *heldTouchy) Commit(ctx context.Context, m checkpoint.Meta, ch []checkpoint.Change[string, touchy]) error {
+	if !c.held.Swap(true) {
+		c.entered <- struct{}{}
+		<-c.release
+	}
+	return c.Memory.Commit(ctx, m, ch)
+}
+
+// TestMarshalPanic: a value whose MarshalJSON panics fails its own write,
+// whose caller panics with the same value (as an Update function's panic
+// does), whichever writer leads the batch; the others commit, nothing of
+// it is written and the Store stays usable.
+func TestMarshalPanic(t *testing.T) {
+	ctx := context.Background()
+	mem := checkpoint.NewMemory[string, touchy]()
+	cp := &heldTouchy{Memory: mem, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	s, err := migrate.New(migrate.Config[string, touchy]{Phase: migrate.PhaseContract, Checkpoint: cp})
+	require.NoError(t, err)
+	_, err = s.Restore(ctx)
+	require.NoError(t, err)
+
+	holder := make(chan error, 1)
+	go func() { holder <- s.Put(ctx, "holder", 0) }()
+	<-cp.entered
+	other := make(chan any, 1)
+	go func() {
+		var err error
+		p := caught(func() { err = s.Put(ctx, "b", 2) })
+		other <- [2]any{p, err}
+	}()
+	waitQueued2(t, func() int { return migrate.QueuedWrites(s) }, 1)
+	touched := make(chan any, 1)
+	go func() { touched <- caught(func() { _ = s.Put(ctx, "k", 13) }) }()
+	waitQueued2(t, func() int { return migrate.QueuedWrites(s) }, 2)
+	close(cp.release)
+
+	require.NoError(t, <-holder)
+	assert.Equal(t, [2]any{nil, nil}, <-other, "the write that led the batch commits, and does not panic")
+	assert.Equal(t, "marshal bug", <-touched, "the panic reaches the write's own caller")
+	_, ok := s.Get("k")
+	assert.False(t, ok)
+	require.NoError(t, s.Put(ctx, "k", 1))
+	require.NoError(t, s.Close())
+	got, err := checkpointtest.Reopen(t, mem).Load(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]touchy{"holder": 0, "b": 2, "k": 1}, got.Entries)
+}
+
+// waitQueued2 waits until queued reports n writes.
+func waitQueued2(t *testing.T, queued func() int, n int) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for migrate.QueuedWrites(s) < n {
+	for queued() < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d writes never queued (%d did)", n, migrate.QueuedWrites(s))
+			t.Fatalf("%d writes never queued (%d did)", n, queued())
 		}
 		runtime.Gosched()
 	}

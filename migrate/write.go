@@ -180,10 +180,10 @@ func (s *Store[K, V]) lead(ctx context.Context, r *request[K, V]) {
 }
 
 // commitGuarded commits batch. A panic the commit does not turn into a
-// write's failure (a user's Checkpoint whose Commit or Save panics, a
-// value whose MarshalJSON does) fails the writes of the batch not yet
-// finished, whose outcome is then unknown, and panics again in the
-// leader's goroutine, after the write token is released.
+// write's failure (a user's Checkpoint whose Commit or Save panics) fails
+// the writes of the batch not yet finished, whose outcome is then unknown,
+// and panics again in the leader's goroutine, after the write token is
+// released.
 func (s *Store[K, V]) commitGuarded(ctx context.Context, batch []*request[K, V]) {
 	defer func() {
 		if p := recover(); p != nil {
