@@ -271,8 +271,8 @@
 // ErrLegacyWrite and ErrOutcomeUnknown (it may have written part of it;
 // legacy is written back in line before the next commit touches that
 // entry), and that write's caller panics with the same value, whichever
-// writer led the commit; the rest of the batch commits. So does a value
-// whose MarshalJSON panics (the write fails with ErrCheckpointWrite). A
+// writer led the commit; the rest of the batch commits. The same holds for
+// a value whose MarshalJSON panics, which fails only its own write. A
 // panic in other code a commit calls (a Checkpoint's own Commit or Save)
 // panics in the writer that led it and fails the rest of its batch with
 // ErrOutcomeUnknown. Either way the Store stays usable.
