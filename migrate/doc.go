@@ -167,7 +167,10 @@
 //     stale (rule 9) or volatile; otherwise the second keys of rule 22 and
 //     the entries whose served record is not legacy's (a Merge that chose
 //     the checkpoint's value). An entry kept only because a listing was
-//     partial is not written.
+//     partial is not written. When all of it is written, what legacy holds
+//     that is not served is removed first: a legacy that holds a value for
+//     one key at a time (an address file) would refuse a value that an
+//     entry deleted meanwhile still holds there.
 //  24. A checkpoint moved aside (rules 4 and 5) is replaced by what is
 //     served.
 //  25. Whenever restore changed what the checkpoint should hold, the

@@ -172,16 +172,36 @@ func (s *Store[K, V]) alignLegacy(ctx context.Context, b basis, in *sides[K, V],
 // writeLegacyLike writes legacy, which listed leg, until it holds served:
 // entries whose record differs, and with all, also what legacy lacks and
 // what it holds that is not served. It returns how many writes it made.
+//
+// With all (legacy is stale or volatile, and the checkpoint, whose header
+// says so until this restore saves, is the copy), it removes first what
+// legacy holds that is not served, or holds under another key: a legacy
+// that holds a value for one key at a time (host-local's address files)
+// refuses a value an entry deleted since still holds there. Otherwise it
+// writes an entry under its new key before it removes the old one, so that
+// a crash between the two leaves legacy with the entry.
 func (s *Store[K, V]) writeLegacyLike(ctx context.Context, served, leg map[K]V, all bool) (int, error) {
 	lidx := make(map[K]K, len(leg))
 	for k := range leg {
 		lidx[s.id(k)] = k
 	}
 	n := 0
+	if all {
+		sidx := s.index(served)
+		for id, lk := range lidx {
+			if k, ok := find(sidx, served, id); ok && k == lk {
+				continue
+			}
+			if err := s.explicit.Delete(ctx, lk); err != nil {
+				return n, fmt.Errorf("legacy delete %v: %w", lk, err)
+			}
+			delete(lidx, id)
+			n++
+		}
+	}
 	for k, v := range served {
 		id := s.id(k)
 		lk, ok := lidx[id]
-		delete(lidx, id)
 		if (!ok && !all) || (ok && lk == k && s.equal(leg[lk], v)) {
 			continue
 		}
@@ -195,15 +215,6 @@ func (s *Store[K, V]) writeLegacyLike(ctx context.Context, served, leg map[K]V, 
 			}
 			n++
 		}
-	}
-	if !all {
-		return n, nil
-	}
-	for _, lk := range lidx {
-		if err := s.explicit.Delete(ctx, lk); err != nil {
-			return n, fmt.Errorf("legacy delete %v: %w", lk, err)
-		}
-		n++
 	}
 	return n, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
+	"github.com/phaseshift/phaseshift/source"
 )
 
 var (
@@ -800,6 +801,50 @@ func TestUnsafeRestoreSaysHowToRecover(t *testing.T) {
 			_, err := s.Restore(ctx)
 			require.ErrorIs(t, err, migrate.ErrUnsafeRestore)
 			assert.Contains(t, err.Error(), c.says)
+		})
+	}
+}
+
+// exclusive is an explicit legacy in which a value is held by one key at
+// a time, as host-local's files hold an address for one container: a Put
+// of a value another key holds is refused.
+type exclusive struct{ source.Map[string, int] }
+
+func (e *exclusive) Put(ctx context.Context, k string, v int) error {
+	m, err := e.Map.List(ctx)
+	if err != nil {
+		return err
+	}
+	for hk, hv := range m {
+		if hv == v && hk != k {
+			return fmt.Errorf("%d is held by %s", v, hk)
+		}
+	}
+	return e.Map.Put(ctx, k, v)
+}
+
+// TestHealRemovesBeforeItWrites: rolling back from phase 3, which reused
+// a value an entry it deleted left in legacy (an address freed in phase 3
+// and handed out again), the heal removes what legacy holds that is not
+// served before it writes what is: otherwise a legacy that holds a value
+// for one key at a time refuses, and every restore of phases 0 to 2 fails.
+func TestHealRemovesBeforeItWrites(t *testing.T) {
+	ctx := context.Background()
+	for _, p := range []migrate.Phase{migrate.PhaseLegacy, migrate.PhaseExpand, migrate.PhaseMigrate} {
+		t.Run(p.String(), func(t *testing.T) {
+			leg := &exclusive{}
+			require.NoError(t, leg.Map.Put(ctx, "a", 2)) // deleted in phase 3, which does not write legacy
+			cp := checkpoint.NewMemory[string, int]()
+			require.NoError(t, cp.Save(ctx, checkpoint.Snapshot[string, int]{Meta: checkpoint.Meta{Phase: migrate.PhaseContract.String()}, Entries: map[string]int{"a0": 2, "b": 3}}))
+			s, err := migrate.New(migrate.Config[string, int]{Phase: p, Legacy: leg, Checkpoint: cp})
+			require.NoError(t, err)
+			defer s.Close()
+			r, err := s.Restore(ctx)
+			require.NoError(t, err)
+			assert.NotEmpty(t, r.LegacyStale)
+			got, err := leg.List(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, map[string]int{"a0": 2, "b": 3}, got)
 		})
 	}
 }

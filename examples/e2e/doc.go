@@ -82,8 +82,12 @@
 // sweeps whatever a run that was killed left behind before it starts:
 // kills the processes, unmounts what is mounted under its directories,
 // deletes the bridge and the cgroups, removes the shims' sockets in
-// /run/containerd/s and the directories. containerd runs with a
-// parent-death signal, so it dies with the test process.
+// /run/containerd/s, the results libcni cached in /var/lib/cni/results
+// for the suite's pods (its network's, and containerd's loopback's for the
+// same sandboxes; containerd 1.6 cannot move that directory) and the
+// directories. containerd runs with a parent-death signal, so it dies with
+// the test process; a SIGINT or SIGTERM to the test process, or to its
+// process group with go test, cleans up before it exits.
 //
 // # Caveats
 //

@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 	if skipWhy != "" {
 		os.Exit(m.Run())
 	}
+	// A teardown that writes to the pipe of a go test that a group signal
+	// killed first must not die of SIGPIPE before it has cleaned up.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, cancel := context.WithTimeout(context.Background(), suiteTimeout)
 	suiteCtx = ctx
 	signals := make(chan os.Signal, 1)

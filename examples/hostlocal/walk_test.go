@@ -236,3 +236,27 @@ func TestWalkThrough(t *testing.T) {
 	w.sides(true, true)
 	w.checkAll(ps("expand"))
 }
+
+// TestRollbackAfterPhase3ReusedAnAddress: phase 3 releases an address in
+// its checkpoint only (host-local's file for it stays) and hands it out
+// again; rolling back, the first exec in phase 0 rewrites host-local's
+// files from the checkpoint, removing the stale reservation first, and
+// then host-local serves without handing out a held address (found by a
+// black-box test: every exec of phases 0 to 2 failed from then on, "held
+// by" the deleted container).
+func TestRollbackAfterPhase3ReusedAnAddress(t *testing.T) {
+	w := newWalk(t)
+	w.n.ranges = `[[{"subnet": "10.23.0.0/29"}]]` // 10.23.0.2 to .6
+	w.add(ps("migrate"), "a")
+	w.sides(true, true)
+	w.del(ps("contract"), "a")
+	w.add(ps("contract"), "b", "c", "d", "e", "a2") // round robin wraps: a2 gets a's address
+	w.del(ps("contract"), "b")                       // b's file stays too
+	w.sides(false, true)
+
+	w.add(ps("legacy"), "x")
+	w.sides(true, false)
+	w.del(hl, "c")
+	w.add(hl, "y")
+	w.sides(true, false)
+}
