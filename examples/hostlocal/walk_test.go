@@ -251,7 +251,7 @@ func TestRollbackAfterPhase3ReusedAnAddress(t *testing.T) {
 	w.sides(true, true)
 	w.del(ps("contract"), "a")
 	w.add(ps("contract"), "b", "c", "d", "e", "a2") // round robin wraps: a2 gets a's address
-	w.del(ps("contract"), "b")                       // b's file stays too
+	w.del(ps("contract"), "b")                      // b's file stays too
 	w.sides(false, true)
 
 	w.add(ps("legacy"), "x")
