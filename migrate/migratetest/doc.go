@@ -73,8 +73,22 @@
 //     package's business (and its tests').
 //   - With Config.OpenLegacy, a crash is played on the model: at the next
 //     start the harness writes your store back to what the model held at
-//     the crash instant, so what your store leaves after a real crash
-//     inside one of its own writes is for its own tests.
+//     the crash instant, and it closes your store even after a crash. So
+//     whether a write your store acknowledged is durable (a store that
+//     saves only at Close passes here), and what it leaves after a real
+//     crash inside one of its own writes, are for its own tests.
+//   - The harness judges entries by your Config.Match: a Match that joins
+//     entries that are distinct for you (two containers) is not caught
+//     here, since what the Store serves and what the harness expects are
+//     joined alike. Test Match on its own: keys of different entries must
+//     not match.
+//   - The Implicit fake lists an acknowledged write at once and a full
+//     listing never misses a live entry. A real observing legacy may list
+//     an entry only some time after the write that made it returned (CRI
+//     lists a sandbox once its ADD returned), so what depends on that lag
+//     is not tested here: an exec'd plugin over such a legacy needs
+//     migrate.Config.ShortLived (which then refuses it in phases 0 to 2),
+//     and migrate.Config.PruneOrphans drops what it has not listed yet.
 //   - A legacy listing that fails entirely is not injected: phases 0 and 1
 //     refuse it by design, and phase 2 serves the checkpoint as it is.
 //   - Every run is deterministic for its seed; different seeds explore

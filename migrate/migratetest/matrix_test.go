@@ -203,6 +203,19 @@ func TestMatrix(t *testing.T) {
 			cfg.MaxLen, cfg.Seed = 4, 16
 			return migratetest.Matrix(t, cfg)
 		}},
+		{"CRI-like legacy whose values change only where it cannot see, old binary", func(t *testing.T) migratetest.Result {
+			// A container keeps its IP and the rest of the value changes:
+			// the old binary's write is, as CRI shows it, the checkpoint's
+			// richer record, which is served (rule 18) and must not be
+			// reported under the key CRI shows.
+			cfg := ipamConfig()
+			cfg.Value = func(rng *rand.Rand, k ipamKey) alloc {
+				return alloc{IP: "10.0.0." + strings.TrimPrefix(k.ContainerID, "c"), Since: time.Unix(rng.Int64N(1e9), 0).UTC()}
+			}
+			cfg.Immutable, cfg.Corruption = false, true
+			cfg.MaxLen, cfg.Seed = 4, 17
+			return migratetest.Matrix(t, cfg)
+		}},
 		{"CRI-like legacy whose values change, Merge prefers the checkpoint, this library in phase 0, no crashes", func(t *testing.T) migratetest.Result {
 			// A Merge that keeps the checkpoint's richer record: over a
 			// checkpoint marked behind legacy it is not asked. Without

@@ -171,6 +171,10 @@ func (r *run[K, V]) checkTruth(served map[K]entry[K, V], p migrate.Phase) []stri
 			delete(r.acks.truth, id)
 		case !ok:
 			problems = append(problems, fmt.Sprintf("LOST: %v (acknowledged %v = %v) is not served", id, want.key, want.val))
+		case r.richerThan(got, want):
+			// An implicit legacy's record of the write (the old binary's),
+			// served as the checkpoint's richer record of the same thing
+			// (rule 18).
 		case got.key != want.key:
 			problems = append(problems, fmt.Sprintf("KEY: %v is served under %v, acknowledged under %v", id, got.key, want.key))
 		case !reflect.DeepEqual(got.val, want.val):
@@ -178,6 +182,17 @@ func (r *run[K, V]) checkTruth(served map[K]entry[K, V], p migrate.Phase) []stri
 		}
 	}
 	return problems
+}
+
+// richerThan reports whether got is what an implicit legacy would show as
+// want: want is that legacy's record of an entry (its View), which the
+// old binary's write left, and got the checkpoint's richer record of it.
+func (r *run[K, V]) richerThan(got, want entry[K, V]) bool {
+	if r.w.exp != nil || same(got, want) {
+		return false
+	}
+	k, v := r.cfg.View(got.key, got.val)
+	return same(entry[K, V]{k, v}, want)
 }
 
 // checkHidden: an entry a partial listing kept from an earlier restore must
@@ -236,8 +251,9 @@ func (r *run[K, V]) checkUncertain(served map[K]entry[K, V], reported map[K]bool
 }
 
 // either reports whether got is e, or, for a legacy that observes, e as
-// legacy shows it: a write whose outcome is unknown may have taken the
-// checkpoint's record of e away and left legacy's.
+// legacy shows it (a write whose outcome is unknown may have taken the
+// checkpoint's record of e away and left legacy's), or the checkpoint's
+// richer record of e where e is legacy's (rule 18).
 func (r *run[K, V]) either(got, e entry[K, V], p migrate.Phase) bool {
 	if same(got, r.expected(e, p)) {
 		return true
@@ -246,7 +262,7 @@ func (r *run[K, V]) either(got, e entry[K, V], p migrate.Phase) bool {
 		return false
 	}
 	k, v := r.cfg.View(e.key, e.val)
-	return same(got, entry[K, V]{k, v})
+	return same(got, entry[K, V]{k, v}) || r.richerThan(got, e)
 }
 
 // settle records what survived of writes whose outcome was unknown. If
