@@ -84,15 +84,19 @@ func TestLegacyWriterPanic(t *testing.T) {
 	assert.Equal(t, 3, v)
 }
 
-// panicCheckpoint is a user's Checkpoint whose Commit holds the first
-// call until released, and panics in the later ones while armed.
-type panicCheckpoint struct {
-	*checkpoint.Memory[string, int]
+// heldCheckpoint is a user's Checkpoint whose first Commit waits until
+// released, and whose later ones panic while armed.
+type heldCheckpoint[V any] struct {
+	*checkpoint.Memory[string, V]
 	entered, release chan struct{}
 	held, armed      atomic.Bool
 }
 
-func (c *panicCheckpoint) Commit(ctx context.Context, m checkpoint.Meta, ch []checkpoint.Change[string, int]) error {
+func newHeldCheckpoint[V any]() *heldCheckpoint[V] {
+	return &heldCheckpoint[V]{Memory: checkpoint.NewMemory[string, V](), entered: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+func (c *heldCheckpoint[V]) Commit(ctx context.Context, m checkpoint.Meta, ch []checkpoint.Change[string, V]) error {
 	if !c.held.Swap(true) {
 		c.entered <- struct{}{}
 		<-c.release // the held commit itself goes through
@@ -108,7 +112,7 @@ func (c *panicCheckpoint) Commit(ctx context.Context, m checkpoint.Meta, ch []ch
 // outcome unknown instead of waiting for ever, and the Store stays usable.
 func TestCheckpointPanic(t *testing.T) {
 	ctx := context.Background()
-	cp := &panicCheckpoint{Memory: checkpoint.NewMemory[string, int](), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	cp := newHeldCheckpoint[int]()
 	s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseContract, Checkpoint: cp})
 	require.NoError(t, err)
 	_, err = s.Restore(ctx)
@@ -162,29 +166,13 @@ func (v touchy) MarshalJSON() ([]byte, error) {
 	return []byte(strconv.Itoa(int(v))), nil
 }
 
-// heldTouchy is a checkpoint whose first Commit waits until released.
-type heldTouchy struct {
-	*checkpoint.Memory[string, touchy]
-	entered, release chan struct{}
-	held             atomic.Bool
-}
-
-func (c *heldTouchy) Commit(ctx context.Context, m checkpoint.Meta, ch []checkpoint.Change[string, touchy]) error {
-	if !c.held.Swap(true) {
-		c.entered <- struct{}{}
-		<-c.release
-	}
-	return c.Memory.Commit(ctx, m, ch)
-}
-
 // TestMarshalPanic: a value whose MarshalJSON panics fails its own write,
 // whose caller panics with the same value (as an Update function's panic
 // does), whichever writer leads the batch; the others commit, nothing of
 // it is written and the Store stays usable.
 func TestMarshalPanic(t *testing.T) {
 	ctx := context.Background()
-	mem := checkpoint.NewMemory[string, touchy]()
-	cp := &heldTouchy{Memory: mem, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	cp := newHeldCheckpoint[touchy]()
 	s, err := migrate.New(migrate.Config[string, touchy]{Phase: migrate.PhaseContract, Checkpoint: cp})
 	require.NoError(t, err)
 	_, err = s.Restore(ctx)
@@ -212,7 +200,7 @@ func TestMarshalPanic(t *testing.T) {
 	assert.False(t, ok)
 	require.NoError(t, s.Put(ctx, "k", 1))
 	require.NoError(t, s.Close())
-	got, err := checkpointtest.Reopen(t, mem).Load(ctx)
+	got, err := checkpointtest.Reopen(t, cp.Memory).Load(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]touchy{"holder": 0, "b": 2, "k": 1}, got.Entries)
 }
