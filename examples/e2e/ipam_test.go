@@ -36,14 +36,15 @@ type ipamEntry struct {
 	IPs []netip.Addr `json:"ips"`
 }
 
-// restoreIPAM runs examples/ipam against containerd in phase, as a daemon
-// starting on the node does, and returns its restore report and the
-// allocations it serves, by container.
-func (n *node) restoreIPAM(ctx context.Context, t *testing.T, state, phase string) (ipamReport, map[string]netip.Addr) {
+// restoreIPAM runs examples/ipam against containerd in phase, with flags,
+// as a daemon starting on the node does, and returns its restore report
+// and the allocations it serves, by container.
+func (n *node) restoreIPAM(ctx context.Context, t *testing.T, state, phase string, flags ...string) (ipamReport, map[string]netip.Addr) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, n.ipamBin, "--cri", "unix://"+n.sock, "--state", state, "--phase", phase, "--pool", subnet, "--serve")
+	args := append([]string{"--cri", "unix://" + n.sock, "--state", state, "--phase", phase, "--pool", subnet, "--serve"}, flags...)
+	cmd := exec.CommandContext(ctx, n.ipamBin, args...)
 	cmd.Stdin = bytes.NewReader([]byte(`{"op":"dump"}` + "\n" + `{"op":"exit"}` + "\n"))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -97,10 +98,14 @@ func TestIPAMRestore(t *testing.T) {
 	require.NoError(t, err)
 	state := filepath.Join(n.dir, "ipam", "ipam.json")
 
-	rep, got := n.restoreIPAM(ctx, t, state, "legacy")
+	rep, got := n.restoreIPAM(ctx, t, state, "legacy", "--old-binary")
+	assert.Equal(t, "legacy", rep.ReadFrom, rep.Line)
+	assert.Equal(t, pods, got, "the old binary serves every pod CRI lists")
+	assert.NoFileExists(t, state, "the old binary does not write the checkpoint")
+	rep, got = n.restoreIPAM(ctx, t, state, "legacy")
 	assert.Equal(t, "legacy", rep.ReadFrom, rep.Line)
 	assert.Equal(t, pods, got, "phase 0 serves every pod CRI lists")
-	assert.NoFileExists(t, state, "phase 0 does not write the checkpoint")
+	assert.Contains(t, rep.Line, "left behind legacy: phase 0", "and marks the checkpoint, for phase 3 to refuse")
 
 	rep, got = n.restoreIPAM(ctx, t, state, "expand")
 	assert.Equal(t, "legacy", rep.ReadFrom, rep.Line)

@@ -67,6 +67,7 @@ type reportJSON struct {
 	Diverged    int      `json:"diverged"`
 	Rewritten   bool     `json:"rewritten"`
 	Stale       string   `json:"stale,omitempty"`
+	Behind      string   `json:"behind,omitempty"`
 	Quarantined string   `json:"quarantined,omitempty"`
 	Errors      []string `json:"errors,omitempty"`
 	Line        string   `json:"line"`
@@ -76,7 +77,7 @@ func toReportJSON(r migrate.Report[Key]) *reportJSON {
 	out := &reportJSON{
 		Phase: r.Phase.String(), ReadFrom: string(r.ReadFrom), Restored: r.Restored,
 		Backfilled: len(r.Backfilled), Orphaned: len(r.Orphaned), Dropped: len(r.Dropped), Diverged: len(r.Diverged),
-		Rewritten: r.CheckpointRewritten, Stale: r.Stale, Quarantined: r.Quarantined, Line: r.String(),
+		Rewritten: r.CheckpointRewritten, Stale: r.Stale, Behind: r.Behind, Quarantined: r.Quarantined, Line: r.String(),
 	}
 	for _, e := range r.Errors {
 		out.Errors = append(out.Errors, e.Error())

@@ -33,14 +33,18 @@ import (
 type step struct {
 	event string
 	phase migrate.Phase
-	pods  []string // "+a" is a CNI ADD of pod a, "-a" a DEL
-	kill  bool     // end with kill -9 instead of a clean exit
+	// old runs the release before phaseshift (--old-binary), which never
+	// opens the checkpoint: the downgrade that broke the VPC CNI. This
+	// binary's own phase 0 would mark the checkpoint behind legacy.
+	old  bool
+	pods []string // "+a" is a CNI ADD of pod a, "-a" a DEL
+	kill bool     // end with kill -9 instead of a clean exit
 }
 
 var demoSteps = []step{
-	{event: "start: the old binary", phase: migrate.PhaseLegacy, pods: []string{"+a", "+b", "+c"}},
+	{event: "start: the old binary", phase: migrate.PhaseLegacy, old: true, pods: []string{"+a", "+b", "+c"}},
 	{event: "upgrade", phase: migrate.PhaseExpand, pods: []string{"+d", "-a"}},
-	{event: "downgrade", phase: migrate.PhaseLegacy, pods: []string{"-b", "+e", "+f"}},
+	{event: "downgrade", phase: migrate.PhaseLegacy, old: true, pods: []string{"-b", "+e", "+f"}},
 	{event: "upgrade", phase: migrate.PhaseExpand, pods: []string{"+g"}},
 	{event: "upgrade", phase: migrate.PhaseMigrate, pods: []string{"+h", "-e"}, kill: true},
 	{event: "restart after kill -9", phase: migrate.PhaseMigrate, pods: []string{"-c", "+i"}},
@@ -134,7 +138,11 @@ type stepResult struct {
 func (w *world) step(ctx context.Context, tw io.Writer, self, endpoint, state string, i int, st step) (stepResult, error) {
 	var res stepResult
 	before := peek(ctx, state)
-	d, rep, err := startDaemon(ctx, self, endpoint, state, st.phase)
+	var flags []string
+	if st.old {
+		flags = append(flags, "--old-binary")
+	}
+	d, rep, err := startDaemon(ctx, self, endpoint, state, st.phase, flags...)
 	if err != nil {
 		return res, fmt.Errorf("step %d (%s, phase %s): %w", i+1, st.event, st.phase, err)
 	}
@@ -145,7 +153,7 @@ func (w *world) step(ctx context.Context, tw io.Writer, self, endpoint, state st
 		res.failures = append(res.failures, fmt.Sprintf("step %d: %s", i+1, strings.Join(problems, "; ")))
 	}
 	fmt.Fprintf(tw, "%d\t%s\t%d %s\t%s\t%d\t%d\t%d\t%s\t%s\n", i+1, st.event, int(st.phase), st.phase,
-		rep.ReadFrom, rep.Restored, rep.Backfilled, rep.Orphaned, checkpointColumn(st.phase, rep), check)
+		rep.ReadFrom, rep.Restored, rep.Backfilled, rep.Orphaned, checkpointColumn(st.old, rep), check)
 	if rep.Stale != "" {
 		res.notes = append(res.notes, fmt.Sprintf("step %d: stale checkpoint: %s", i+1, rep.Stale))
 		res.notes = append(res.notes, w.whatIf(before)...)
@@ -222,10 +230,12 @@ func (w *world) whatIf(file map[Key]Alloc) []string {
 }
 
 // checkpointColumn says what this start did with the checkpoint.
-func checkpointColumn(p migrate.Phase, r *reportJSON) string {
+func checkpointColumn(old bool, r *reportJSON) string {
 	switch {
-	case p == migrate.PhaseLegacy:
+	case old:
 		return "ignored (old binary)"
+	case r.Behind != "":
+		return "marked behind legacy"
 	case r.Stale != "" && r.Rewritten:
 		return "STALE: healed"
 	case r.Quarantined != "":
@@ -329,7 +339,9 @@ type daemon struct {
 }
 
 func startDaemon(ctx context.Context, self, endpoint, state string, p migrate.Phase, flags ...string) (*daemon, *reportJSON, error) {
-	args := append([]string{"--serve", "--cri", endpoint, "--state", state, "--phase", p.String(), "--lock-wait", "10s"}, flags...)
+	// The demo's table says what each restore did; the daemons log only
+	// errors, so that their lines do not run through it.
+	args := append([]string{"--serve", "--cri", endpoint, "--state", state, "--phase", p.String(), "--lock-wait", "10s", "--log-level", "error"}, flags...)
 	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Env = append(os.Environ(), "PHASESHIFT_IPAM_DAEMON=1")
 	cmd.Stderr = os.Stderr

@@ -21,9 +21,14 @@
 // asks IPAM to key its state by - (network name, container ID, interface
 // name) - and because listing every sandbox at start is slow on big nodes.
 //
-// The phase comes from --phase or PHASESHIFT_PHASE:
+// The phase comes from --phase or PHASESHIFT_PHASE, and is 0 when neither
+// says; a file <state>.phase beside the checkpoint, on the node, overrides
+// both (a per-node heal under a DaemonSet, which gives every node the same
+// phase: the README walks one):
 //
-//	0 legacy    the old behaviour: restore from CRI; the file is not used
+//	0 legacy    restore from CRI, as the old release did; the file is
+//	            opened and marked behind CRI, so that phase 3 refuses it
+//	            until phase 1 or 2 has run
 //	1 expand    restore from CRI and rewrite the file from it when it
 //	            differs; every ADD and DEL also goes to the file
 //	2 migrate   restore from the file, backfill what only CRI knows, keep
@@ -37,12 +42,18 @@
 // the real key still releases them, and an ADD retried with the real key
 // replaces the placeholders.
 //
+// --old-binary plays the release before phaseshift: phase 0 that never
+// opens the file (so it cannot mark it) and exports no phaseshift metrics.
+// The demo and the fleet test (examples/fleet) use it to show what a
+// rollback to that release does; a rollback of a fleet uses phase 0.
+//
 // Roll a fleet with the phase as an environment variable of the DaemonSet,
-// one step at a time: 0 → 1 and wait for every node, → 2 and soak, → 3 only
-// when no node can go back to a version without the checkpoint. The demo's
-// step 4 is the VPC CNI's bug: the file written in step 2 went stale while
-// the old binary ran in step 3, and phase 1 rewrote it instead of trusting
-// it.
+// one step at a time: this binary at phase 0 first, then 0 → 1 and wait for
+// every node, → 2 and soak, → 3 only when no node can go back to a version
+// without the checkpoint (phaseshift gate says when each step is safe).
+// The demo's step 4 is the VPC CNI's bug: the file written in step 2 went
+// stale while the old binary ran in step 3, and phase 1 rewrote it instead
+// of trusting it.
 //
 // # On a real node
 //
@@ -51,7 +62,9 @@
 // restores from the node's runtime (CRI-O: unix:///var/run/crio/crio.sock),
 // prints the report and the allocations, and exits. It writes the file the
 // phase says it writes. It is an example, not a CNI plugin: it assigns no
-// address to any real pod.
+// address to any real pod. It logs to stderr at info level (--log-level,
+// -v for debug): the restore's report, with the keys of its orphaned and
+// diverged entries as the JSON the phaseshift command takes.
 //
 //	ipam --cri unix:///run/containerd/containerd.sock --serve --metrics :9100
 //

@@ -108,13 +108,26 @@ var ErrPoolExhausted = errors.New("no free address in the pool")
 type IPAM struct {
 	store   *migrate.Store[Key, Alloc]
 	pool    netip.Prefix
-	metrics *metrics.Collector // the store's metrics, from its restore on
+	metrics prometheus.Collector // the store's metrics (package metrics), from its restore on; none for the old binary
 }
+
+// noMetrics is the old binary's collector: the release before phaseshift
+// exported no phaseshift metrics.
+type noMetrics struct{}
+
+func (noMetrics) Describe(chan<- *prometheus.Desc) {}
+func (noMetrics) Collect(chan<- prometheus.Metric) {}
 
 // Options configure Open.
 type Options struct {
-	Phase      migrate.Phase
-	Lister     *cri.Lister // the legacy side: nil in phase 3 means no cross-check
+	Phase  migrate.Phase
+	Lister *cri.Lister // the legacy side: nil in phase 3 means no cross-check
+	// OldBinary plays the release before phaseshift (--old-binary): phase
+	// 0 without a checkpoint, which it neither opens nor marks, and no
+	// phaseshift metrics. Only the demo and the fleet test need it, to
+	// show what a rollback to that release does; the phase 0 of this
+	// binary is this library's, which marks the checkpoint.
+	OldBinary  bool
 	StatePath  string
 	Pool       netip.Prefix
 	Strict     bool
@@ -125,7 +138,7 @@ type Options struct {
 
 // storeConfig is the configuration of the daemon's Store in o.Phase, over
 // legacy (CRI's sandboxes as fromSandbox shows them; nil for none) and the
-// checkpoint (nil in phase 0, the old binary). Open builds the daemon's
+// checkpoint (nil for the old binary). Open builds the daemon's
 // Store from it, and matrix_test.go proves every rollout of it safe: CRI is
 // an implicit legacy with placeholder keys, which needs Match and Equal.
 func storeConfig(o Options, legacy source.Reader[Key, Alloc], cp migrate.Checkpoint[Key, Alloc]) migrate.Config[Key, Alloc] {
@@ -142,8 +155,14 @@ func storeConfig(o Options, legacy source.Reader[Key, Alloc], cp migrate.Checkpo
 }
 
 // Open takes the checkpoint's lock, restores, and returns the IPAM with the
-// restore report. Phase 0 is the old binary: it does not touch the file.
+// restore report. Every phase opens the checkpoint: phase 0 is this
+// library's, whose restore marks the file behind legacy (so that phase 3
+// straight after it refuses instead of serving what phase 0 deleted).
+// Only o.OldBinary, the release before phaseshift, leaves the file alone.
 func Open(ctx context.Context, o Options) (*IPAM, migrate.Report[Key], error) {
+	if o.OldBinary && o.Phase != migrate.PhaseLegacy {
+		return nil, migrate.Report[Key]{}, fmt.Errorf("ipam: the old binary runs phase 0 only, not phase %d (%s)", int(o.Phase), o.Phase)
+	}
 	// Interfaces left nil, not holding a nil pointer, where a side is
 	// absent: New tells the two apart.
 	var legacy source.Reader[Key, Alloc]
@@ -155,7 +174,7 @@ func Open(ctx context.Context, o Options) (*IPAM, migrate.Report[Key], error) {
 		legacy = l
 	}
 	var cp migrate.Checkpoint[Key, Alloc]
-	if o.Phase != migrate.PhaseLegacy {
+	if !o.OldBinary {
 		f, err := openCheckpoint(ctx, o.StatePath, checkpoint.WithLockWait(o.LockWait), checkpoint.WithLogger(o.Logger))
 		if err != nil {
 			return nil, migrate.Report[Key]{}, err
@@ -175,14 +194,18 @@ func Open(ctx context.Context, o Options) (*IPAM, migrate.Report[Key], error) {
 		store.Close()
 		return nil, rep, err
 	}
-	var mopts []metrics.Option
-	if f, ok := cfg.Checkpoint.(*checkpoint.File[Key, Alloc]); ok {
-		mopts = append(mopts, metrics.WithCheckpoint(f))
-	}
-	col, err := metrics.New(store, rep, mopts...)
-	if err != nil {
-		store.Close()
-		return nil, rep, err
+	var col prometheus.Collector = noMetrics{}
+	if !o.OldBinary {
+		var mopts []metrics.Option
+		if f, ok := cfg.Checkpoint.(*checkpoint.File[Key, Alloc]); ok {
+			mopts = append(mopts, metrics.WithCheckpoint(f))
+		}
+		c, err := metrics.New(store, rep, mopts...)
+		if err != nil {
+			store.Close()
+			return nil, rep, err
+		}
+		col = c
 	}
 	seen := map[netip.Addr]Key{}
 	for k, v := range store.All() {

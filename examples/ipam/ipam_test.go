@@ -16,11 +16,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
+	"github.com/phaseshift/phaseshift/internal/testbin"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/source/cri"
 	"github.com/phaseshift/phaseshift/source/cri/critest"
 )
+
+// binDir is where the tests build binaries (testbin.Run's).
+var binDir string
 
 // The demo re-executes this binary as its daemon: in tests, that is the
 // test binary, which then plays the daemon instead of running tests.
@@ -28,7 +33,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("PHASESHIFT_IPAM_DAEMON") == "1" {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	os.Exit(testbin.Run(m, "phaseshift-ipam-test", &binDir))
 }
 
 func TestDemo(t *testing.T) {
@@ -183,8 +188,17 @@ func TestDelWithRealKeyReleasesPlaceholderEntry(t *testing.T) {
 }
 
 func TestFlags(t *testing.T) {
+	t.Setenv(envPhase, "")
+	c, err := parseFlags([]string{"--cri", "unix:///x"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, migrate.PhaseLegacy, c.phase, "phase 0 by default: a DaemonSet that says no phase runs this library's phase 0")
+	assert.Equal(t, zapcore.InfoLevel, c.logLevel, "logs at info by default")
+	c, err = parseFlags([]string{"--cri", "unix:///x", "-v"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, zapcore.DebugLevel, c.logLevel)
+
 	t.Setenv(envPhase, "migrate")
-	c, err := parseFlags(nil, &bytes.Buffer{})
+	c, err = parseFlags(nil, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Equal(t, migrate.PhaseMigrate, c.phase, "the environment sets the phase")
 	c, err = parseFlags([]string{"--cri", "unix:///x", "--phase", "1"}, &bytes.Buffer{})

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/source/cri"
@@ -32,10 +33,13 @@ type config struct {
 	network  string
 	serve    bool
 	strict   bool
-	verbose  bool
+	logLevel zapcore.Level
 	lockWait time.Duration
-	metrics  string // listen address of /metrics; empty: none
-	control  bool   // with serve: the Store on its control socket
+	// oldBinary plays the release before phaseshift: phase 0 without the
+	// checkpoint.
+	oldBinary bool
+	metrics   string // listen address of /metrics; empty: none
+	control   bool   // with serve: the Store on its control socket
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -48,8 +52,9 @@ With no flags it plays the demo: one node through upgrades, a downgrade and
 a kill -9, against an in-process CRI runtime, and checks at every step that
 no address is lost or assigned twice.
 
-With --cri it restores on a real node (phase from --phase or %s),
-prints what it restored and from where, and exits:
+With --cri it restores on a real node (phase from --phase or %s,
+phase 0 by default; a file STATE.phase beside the checkpoint overrides
+both on its node), prints what it restored and from where, and exits:
 
   ipam --cri unix:///run/containerd/containerd.sock --state /var/run/ipam.json --phase expand
 
@@ -65,8 +70,8 @@ Flags:
 `, envPhase)
 		fs.PrintDefaults()
 	}
-	c := config{}
-	phase := migrate.PhaseExpand
+	c := config{logLevel: zapcore.InfoLevel}
+	phase := migrate.PhaseLegacy
 	if env := os.Getenv(envPhase); env != "" {
 		p, err := migrate.ParsePhase(env)
 		if err != nil {
@@ -74,14 +79,16 @@ Flags:
 		}
 		phase = p
 	}
-	fs.TextVar(&c.phase, "phase", phase, "rollout phase: 0/legacy, 1/expand, 2/migrate, 3/contract (default from "+envPhase+")")
+	fs.TextVar(&c.phase, "phase", phase, "rollout phase: 0/legacy, 1/expand, 2/migrate, 3/contract (default from "+envPhase+", else 0; the file STATE.phase overrides both)")
+	fs.BoolVar(&c.oldBinary, "old-binary", false, "play the release before phaseshift: phase 0 that never opens the checkpoint (so it cannot mark it) and exports no phaseshift metrics; for the demo and the fleet test, never for a rollback")
 	fs.StringVar(&c.endpoint, "cri", "", "CRI endpoint of the node's runtime, e.g. unix:///run/containerd/containerd.sock; empty plays the demo")
 	fs.StringVar(&c.state, "state", "/var/run/phaseshift-ipam/ipam.json", "checkpoint file")
 	pool := fs.String("pool", "10.0.0.0/24", "address pool (the node's pod CIDR)")
 	fs.StringVar(&c.network, "network", "demo-net", "CNI network name of new allocations")
 	fs.BoolVar(&c.serve, "serve", false, "after restoring, answer ADD/DEL commands on stdin (JSON lines), as the demo's daemon does")
 	fs.BoolVar(&c.strict, "error-on-failure-to-restore", false, "fail on anything restore cannot read, instead of logging it and going on")
-	fs.BoolVar(&c.verbose, "v", false, "log to stderr")
+	fs.TextVar(&c.logLevel, "log-level", zapcore.InfoLevel, "log to stderr from this level on: debug, info, warn or error")
+	verbose := fs.Bool("v", false, "log at debug level (--log-level debug)")
 	fs.DurationVar(&c.lockWait, "lock-wait", 5*time.Second, "how long to wait for another instance to release the checkpoint")
 	fs.StringVar(&c.metrics, "metrics", "", "with --cri and --serve, serve Prometheus metrics (package metrics) on this address (e.g. :9100) at /metrics")
 	fs.BoolVar(&c.control, "control-socket", false, "with --cri and --serve, serve the store on --state's control socket (<state>.control.sock, owner-only) for the phaseshift command's list, get and delete")
@@ -90,6 +97,9 @@ Flags:
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *verbose {
+		c.logLevel = zapcore.DebugLevel
 	}
 	p, err := netip.ParsePrefix(*pool)
 	if err != nil {
@@ -114,6 +124,10 @@ func usable(fs *flag.FlagSet, c config) error {
 		return errors.New("--metrics: only with --serve (without it ipam restores, prints what it restored and exits: nothing would be scraped)")
 	case c.control && !c.serve:
 		return errors.New("--control-socket: only with --serve (without it ipam restores, prints what it restored and exits: nothing would answer the socket)")
+	case c.oldBinary && c.phase != migrate.PhaseLegacy:
+		return fmt.Errorf("--old-binary: the release before phaseshift runs phase 0 only, not %d (%s): leave --phase out", int(c.phase), c.phase)
+	case c.oldBinary && c.control:
+		return errors.New("--control-socket: not with --old-binary (the release before phaseshift served none)")
 	}
 	return nil
 }
@@ -151,12 +165,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // node restores on a node (real, or the demo's) and then either prints
 // what it restored or serves commands.
 func node(ctx context.Context, c config, stdin io.Reader, stdout, stderr io.Writer) error {
-	log := zap.NewNop()
-	if c.verbose {
-		if l, err := zap.NewDevelopment(zap.WithCaller(false)); err == nil {
-			log = l
+	log := newLogger(c.logLevel, stderr)
+	defer log.Sync()
+	if !c.oldBinary {
+		p, err := phaseOverride(c.state, c.phase, log)
+		if err != nil {
+			return err
 		}
-		defer log.Sync()
+		c.phase = p
 	}
 	lister, err := cri.NewLister(c.endpoint, cri.WithLogger(log))
 	if err != nil {
@@ -164,7 +180,7 @@ func node(ctx context.Context, c config, stdin io.Reader, stdout, stderr io.Writ
 	}
 	defer lister.Close()
 	m, rep, err := Open(ctx, Options{
-		Phase: c.phase, Lister: lister, StatePath: c.state, Pool: c.pool, Strict: c.strict,
+		Phase: c.phase, OldBinary: c.oldBinary, Lister: lister, StatePath: c.state, Pool: c.pool, Strict: c.strict,
 		Logger: log, LockWait: c.lockWait, WriterName: "phaseshift-ipam-example",
 	})
 	if err != nil {
@@ -204,4 +220,39 @@ func node(ctx context.Context, c config, stdin io.Reader, stdout, stderr io.Writ
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", k.ContainerID, k.Network, k.IfName, a.IPs, a.Allocated.Format(time.RFC3339))
 	}
 	return tw.Flush()
+}
+
+// newLogger logs to w from level on, one line per entry with its fields
+// as JSON (the Report's keys are the JSON phaseshift takes).
+func newLogger(level zapcore.Level, w io.Writer) *zap.Logger {
+	enc := zap.NewDevelopmentEncoderConfig()
+	enc.CallerKey, enc.StacktraceKey = "", ""
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(w), level)
+	return zap.New(core)
+}
+
+// phaseOverride returns the phase this node runs: the one the node-local
+// file <state>.phase names (a phase's number or name, as --phase takes),
+// when it is there, and p otherwise. It is how one node of a DaemonSet,
+// which gives every node the same phase, runs another for a heal (the
+// README walks one): written on the state's hostPath, it outlives the
+// pod, and is removed by hand when the heal is done.
+func phaseOverride(state string, p migrate.Phase, log *zap.Logger) (migrate.Phase, error) {
+	path := state + ".phase"
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return p, nil
+	}
+	if err != nil {
+		return p, fmt.Errorf("the node-local phase override %s: %w", path, err)
+	}
+	o, err := migrate.ParsePhase(strings.TrimSpace(string(b)))
+	if err != nil {
+		return p, fmt.Errorf("the node-local phase override %s: %w (remove the file to run the phase of --phase or %s)", path, err, envPhase)
+	}
+	if o != p {
+		log.Warn("a node-local override sets the phase: remove the file when its heal is done",
+			zap.String("override", path), zap.Stringer("phase", o), zap.Stringer("phaseOtherwise", p))
+	}
+	return o, nil
 }

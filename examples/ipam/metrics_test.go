@@ -100,6 +100,10 @@ func TestFlagsThatWouldBeIgnored(t *testing.T) {
 		{[]string{"--phase", "contract"}, "--phase: only with --cri"},
 		{[]string{"--cri", ""}, "--cri: no endpoint given"},
 		{[]string{"--cri", "unix:///x", "--metrics", ":9100"}, "--metrics: only with --serve"},
+		{[]string{"--cri", "unix:///x", "--old-binary", "--phase", "expand"}, "--old-binary: the release before phaseshift runs phase 0 only"},
+		{[]string{"--cri", "unix:///x", "--old-binary", "--serve", "--control-socket"}, "--control-socket: not with --old-binary"},
+		{[]string{"--old-binary"}, "--old-binary: only with --cri"},
+		{[]string{"--cri", "unix:///x", "--log-level", "loud"}, "--log-level"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			var stderr bytes.Buffer
