@@ -105,7 +105,7 @@ func TestReportString(t *testing.T) {
 		Backfilled: []string{"a", "b"}, Orphaned: []string{"c"}, CheckpointRewritten: true,
 		Stale: "written in boot x", Quarantined: "/var/run/x.json.corrupt-1", Errors: []error{errors.New("boom")},
 	}
-	assert.Equal(t, "phase 2 (migrate): read checkpoint+legacy, restored 5 (3 from checkpoint, 2 from legacy), backfilled 2, orphaned 1, checkpoint rewritten, stale checkpoint: written in boot x, quarantined to /var/run/x.json.corrupt-1, 1 error: boom", r.String())
+	assert.Equal(t, "phase 2 (migrate): read checkpoint+legacy, restored 5 (3 from checkpoint, 2 from legacy), backfilled 2, orphaned 1 [\"c\"], checkpoint rewritten, stale checkpoint: written in boot x, quarantined to /var/run/x.json.corrupt-1, 1 error: boom", r.String())
 	assert.NotContains(t, r.String(), "\n")
 }
 

@@ -1,7 +1,9 @@
 package migrate
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.uber.org/zap/zapcore"
@@ -95,6 +97,9 @@ type reportItem[K comparable] struct {
 	text string // a text
 	list bool   // keys is the item
 	flag bool   // a set flag: only its name is shown
+	// named: String shows the keys too, as JSON, for an operator to act
+	// on (the orphaned and diverged entries the fleet gate blocks on).
+	named bool
 }
 
 // items lists what r says, in the order String shows it; zero values are
@@ -105,9 +110,9 @@ func (r Report[K]) items() []reportItem[K] {
 		{name: "fromLegacy", n: r.FromLegacy},
 		{name: "backfilled", say: "backfilled", keys: r.Backfilled, list: true},
 		{name: "dropped", say: "dropped", keys: r.Dropped, list: true},
-		{name: "orphaned", say: "orphaned", keys: r.Orphaned, list: true},
+		{name: "orphaned", say: "orphaned", keys: r.Orphaned, list: true, named: true},
 		{name: "pruned", say: "pruned", keys: r.Pruned, list: true},
-		{name: "diverged", say: "diverged", keys: r.Diverged, list: true},
+		{name: "diverged", say: "diverged", keys: r.Diverged, list: true, named: true},
 	}
 	if sh := r.Shadow; sh != nil {
 		agrees := "agrees"
@@ -135,7 +140,10 @@ func (it reportItem[K]) zero() bool {
 	return it.n == 0 && len(it.keys) == 0 && it.text == "" && !it.flag
 }
 
-// String returns the report on one line.
+// String returns the report on one line. The keys of the orphaned and
+// diverged entries follow their counts, as the JSON the phaseshift command
+// takes (encoding/json's, sorted; the first logKeys of each, then how many
+// more): "orphaned 1 [{"network":"n","containerID":"c1"}]".
 func (r Report[K]) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "phase %d (%s): ", int(r.Phase), r.Phase)
@@ -153,6 +161,8 @@ func (r Report[K]) String() string {
 			fmt.Fprintf(&b, ", %s %s", it.say, it.text)
 		case it.text != "":
 			fmt.Fprintf(&b, ", %s: %s", it.say, it.text)
+		case it.list && it.named:
+			fmt.Fprintf(&b, ", %s %d %s", it.say, len(it.keys), jsonKeys(it.keys))
 		case it.list:
 			fmt.Fprintf(&b, ", %s %d", it.say, len(it.keys))
 		default:
@@ -169,11 +179,34 @@ func (r Report[K]) String() string {
 	return b.String()
 }
 
-// logKeys is how many keys of each list the log shows.
+// logKeys is how many keys of each list the log and String show.
 const logKeys = 10
 
+// jsonKeys returns the first logKeys of keys, as JSON, sorted, in
+// brackets, and how many more there are.
+func jsonKeys[K comparable](keys []K) string {
+	texts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		b, err := json.Marshal(k)
+		if err != nil {
+			texts = append(texts, "(a key that does not encode as JSON)")
+			continue
+		}
+		texts = append(texts, string(b))
+	}
+	slices.Sort(texts)
+	more := ""
+	if len(texts) > logKeys {
+		more = fmt.Sprintf(" and %d more", len(texts)-logKeys)
+		texts = texts[:logKeys]
+	}
+	return "[" + strings.Join(texts, " ") + "]" + more
+}
+
 // MarshalLogObject logs the report with zap: counts, texts and the first
-// keys of each list, never values.
+// keys of each list (logKeys), never values. Keys are logged as
+// themselves (zap's reflection): a JSON or console encoder writes them as
+// encoding/json does, the JSON the phaseshift command takes.
 func (r Report[K]) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddInt("phase", int(r.Phase))
 	enc.AddString("readFrom", string(r.ReadFrom))
@@ -204,7 +237,9 @@ type keyList[K comparable] []K
 
 func (l keyList[K]) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 	for _, k := range l {
-		enc.AppendString(fmt.Sprint(k))
+		if err := enc.AppendReflected(k); err != nil {
+			return err
+		}
 	}
 	return nil
 }
