@@ -128,6 +128,37 @@ func (tx *Tx[K, V]) Put(key K, value V) { tx.set(op[K, V]{key: key, val: value})
 // Delete removes key's entry when the transaction commits.
 func (tx *Tx[K, V]) Delete(key K) { tx.set(op[K, V]{key: key, del: true}) }
 
+// Origin returns where key's entry came from, as the transaction sees it:
+// OriginWrite when the transaction, or a write before it in its group
+// commit, has put it (Store.Origin, which sees committed state only,
+// would still give its restored origin), and false when it is gone. An
+// Update that deletes only what restore left as it was (control's prune of
+// orphans) decides by it, in the commit that deletes.
+func (tx *Tx[K, V]) Origin(key K) (Origin, bool) {
+	tx.check()
+	id := tx.s.id(key)
+	if i, ok := tx.at[id]; ok {
+		if tx.ops[i].del {
+			return 0, false
+		}
+		return OriginWrite, true
+	}
+	if sl, ok := tx.ov.changed[id]; ok {
+		if !sl.present {
+			return 0, false
+		}
+		return OriginWrite, true
+	}
+	k, ok := tx.ov.st.lookup(id)
+	if !ok {
+		return 0, false
+	}
+	if o, ok := tx.ov.st.origin[k]; ok {
+		return o, true
+	}
+	return tx.ov.st.def, true
+}
+
 func (tx *Tx[K, V]) set(o op[K, V]) {
 	tx.check()
 	o.id = tx.s.id(o.key)

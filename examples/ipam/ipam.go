@@ -350,9 +350,11 @@ func (m *IPAM) Metrics() prometheus.Collector { return m.metrics }
 
 // ServeControl serves the store on the control socket of the checkpoint at
 // statePath (package migrate/control), for the phaseshift command's list,
-// get and delete while the daemon runs. Close the server before the IPAM.
-func (m *IPAM) ServeControl(statePath string, log *zap.Logger) (*control.Server[Key, Alloc], error) {
-	return control.Listen(control.SocketPath(statePath), m.store, control.WithLogger(log))
+// get and delete while the daemon runs, and rep, the report of its
+// restore, for its report and prune-orphans. Close the server before the
+// IPAM.
+func (m *IPAM) ServeControl(statePath string, rep migrate.Report[Key], log *zap.Logger) (*control.Server[Key, Alloc], error) {
+	return control.Listen(control.SocketPath(statePath), m.store, control.WithLogger(log), control.WithReport(rep))
 }
 
 // Close closes the store and releases the checkpoint's lock.

@@ -198,7 +198,7 @@ func node(ctx context.Context, c config, stdin io.Reader, stdout, stderr io.Writ
 		if c.control {
 			// Closed before m (defers run last first): the socket never
 			// outlives the Store, nor the checkpoint's lock.
-			srv, err := m.ServeControl(c.state, log)
+			srv, err := m.ServeControl(c.state, rep, log)
 			if err != nil {
 				return err
 			}

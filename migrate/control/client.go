@@ -51,6 +51,70 @@ func (c *Client) Delete(ctx context.Context, key json.RawMessage) error {
 	return err
 }
 
+// RestoreReport is what the daemon says of its restore (WithReport): the
+// Report's line, and the keys of the orphaned and diverged entries it left
+// that are still as it left them, sorted by their JSON.
+type RestoreReport struct {
+	Line     string
+	Orphaned []json.RawMessage
+	Diverged []json.RawMessage
+}
+
+// Report asks the daemon for its restore's report; the error matches
+// ErrNoReport when it serves none.
+func (c *Client) Report(ctx context.Context) (RestoreReport, error) {
+	var r RestoreReport
+	st, err := c.do(ctx, request{Op: "report"}, func(l []byte) error {
+		var line struct {
+			Kind string          `json:"kind"`
+			Key  json.RawMessage `json:"key"`
+		}
+		if err := json.Unmarshal(l, &line); err != nil {
+			return fmt.Errorf("control: the daemon's answer is not a report line")
+		}
+		switch line.Kind {
+		case "orphaned":
+			r.Orphaned = append(r.Orphaned, line.Key)
+		case "diverged":
+			r.Diverged = append(r.Diverged, line.Key)
+		}
+		return nil
+	})
+	r.Line = st.Report
+	return r, err
+}
+
+// PruneResult is what a prune did with one key.
+type PruneResult struct {
+	Key    json.RawMessage
+	Pruned bool   // deleted through the Store
+	Reason string // why not: not an orphan of the last restore, gone, or written since
+}
+
+// PruneOrphans asks the daemon to delete the entries of keys, each only if
+// it is an orphan of its last restore still as restore left it, in one
+// commit of its Store, and returns what it did with each. keys are the
+// Orphaned keys of Report, which the operator confirmed.
+func (c *Client) PruneOrphans(ctx context.Context, keys []json.RawMessage) ([]PruneResult, error) {
+	var out []PruneResult
+	_, err := c.do(ctx, request{Op: "prune-orphans", Keys: keys}, func(l []byte) error {
+		var r struct {
+			Key    json.RawMessage `json:"key"`
+			Pruned bool            `json:"pruned"`
+			Reason string          `json:"reason"`
+		}
+		if err := json.Unmarshal(l, &r); err != nil {
+			return fmt.Errorf("control: the daemon's answer is not a prune line")
+		}
+		out = append(out, PruneResult{Key: r.Key, Pruned: r.Pruned, Reason: r.Reason})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // do sends req and reads the answer: entry lines to fn, then the status.
 // A dial error is returned as it is (errors.Is finds the errno: a socket
 // nobody serves is ECONNREFUSED, one this user cannot open EACCES).

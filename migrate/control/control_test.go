@@ -184,7 +184,7 @@ func TestErrors(t *testing.T) {
 	require.NoError(t, json.NewDecoder(conn).Decode(&st))
 	assert.Equal(t, "error", st.Status)
 	assert.Equal(t, control.CodeBadRequest, st.Code)
-	assert.Contains(t, st.Error, "use list, get or delete")
+	assert.Contains(t, st.Error, "use list, get, delete, report or prune-orphans")
 }
 
 // fileEntries0 is the daemon's memory.

@@ -3,8 +3,11 @@
 // running daemon with the phaseshift command (checkpoint/cmd/phaseshift)
 // without stopping it: a delete goes through the Store's Delete, so that
 // what the daemon serves and what its checkpoint holds agree afterwards.
-// Nothing else reaches the Store that way: the socket takes three
-// requests, list, get and delete, and no put.
+// With [WithReport] it also serves the restore's report - the keys of the
+// entries restore left orphaned or diverged, as the JSON the command takes
+// - and prunes the orphans the operator confirms, so that nobody types a
+// key. Nothing else reaches the Store that way: the socket takes list,
+// get, delete, report and prune-orphans, and no put.
 //
 // It is opt-in: a daemon calls [Listen] (behind a flag, say) with its
 // Store once it holds the checkpoint's lock, and [Server.Close] before it
@@ -39,6 +42,11 @@
 //	→ {"op":"list"}                  ← {"key":K,"value":V} per entry, then {"status":"ok","count":N}
 //	→ {"op":"get","key":K}           ← {"key":K,"value":V}, then {"status":"ok","count":1}
 //	→ {"op":"delete","key":K}        ← {"status":"ok","count":1}
+//	→ {"op":"report"}                ← {"kind":"orphaned","key":K} and {"kind":"diverged","key":K} per entry
+//	                                   still as restore left it, then {"status":"ok","count":N,"report":LINE}
+//	→ {"op":"prune-orphans","keys":[K,...]}
+//	                                 ← {"key":K,"pruned":true} or {"key":K,"pruned":false,"reason":"..."}
+//	                                   per key, then {"status":"ok","count":PRUNED}
 //	                                 ← {"status":"error","code":"no-such-key","error":"..."} and the like
 //
 // Keys and values are the JSON encoding/json gives the Store's K and V. A
@@ -47,9 +55,25 @@
 // JSON value; so a key typed by hand cannot quietly lose a field and name
 // another entry. get and delete find the entry as Store.Get finds it (with
 // the Store's Match, if it has one). The error codes are [CodeNoSuchKey],
-// [CodeBadKey], [CodeBadRequest], [CodeRefused], [CodeBusy] and
-// [CodeFailed]; the [Client] turns them into errors matching
-// [ErrNoSuchKey], [ErrBadKey], [ErrRefused] or a [*RemoteError].
+// [CodeBadKey], [CodeBadRequest], [CodeRefused], [CodeBusy], [CodeFailed]
+// and [CodeNoReport]; the [Client] turns them into errors matching
+// [ErrNoSuchKey], [ErrBadKey], [ErrRefused], [ErrNoReport] or a
+// [*RemoteError].
+//
+// # The restore's report
+//
+// A Store does not keep the Report of its Restore; a daemon that gives it
+// to Listen (WithReport) serves it. report lists the Report's orphaned
+// and diverged keys that are still as restore left them: a write or
+// delete of an entry since (its migrate.Origin is then OriginWrite, or it
+// is gone) settles it, as package metrics counts it for the fleet gate.
+// prune-orphans takes keys that report listed and deletes, in one commit
+// of the Store (an Update, durable on every side its phase writes before
+// it answers), each that is an orphan of the Report and still as restore
+// left it, judged in that commit (migrate.Tx.Origin): an orphan written
+// since the operator's listing - the runtime's ADD came again - is no
+// longer an orphan, and is kept, with its reason. A key that report never
+// listed is not deleted: delete is for that.
 //
 // # Caveats
 //
@@ -68,4 +92,7 @@
 //   - Errors and logs name keys, uids, PIDs, paths and counts, never
 //     values; list and get answer with values, because that is what they
 //     are asked for.
+//   - report and prune-orphans know the orphans of the restore of this
+//     run of the daemon only: a restart restores again, and its Report
+//     decides.
 package control

@@ -13,6 +13,7 @@ const (
 	CodeRefused    = "refused"     // the peer's uid is neither the daemon's nor root
 	CodeBusy       = "busy"        // too many requests at once; try again
 	CodeFailed     = "failed"      // the Store's Delete failed; the message says why
+	CodeNoReport   = "no-report"   // report, prune-orphans: the daemon serves no restore report (WithReport)
 )
 
 // Errors returned by the Client; match them with errors.Is.
@@ -25,6 +26,9 @@ var (
 	// ErrRefused is returned when the daemon refused the connection: its
 	// peer's uid is neither the daemon's nor root.
 	ErrRefused = errors.New("refused")
+	// ErrNoReport is returned when the daemon serves no restore report:
+	// it did not give Listen WithReport.
+	ErrNoReport = errors.New("no restore report served")
 	// ErrInvalidOption is returned by Listen for an option with a bad
 	// value.
 	ErrInvalidOption = errors.New("invalid option")
@@ -50,6 +54,8 @@ func (e *RemoteError) Is(target error) bool {
 		return target == ErrBadKey
 	case CodeRefused:
 		return target == ErrRefused
+	case CodeNoReport:
+		return target == ErrNoReport
 	}
 	return false
 }

@@ -20,14 +20,20 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/phaseshift/phaseshift/migrate"
 )
 
 // Store is what the server uses of a Store: *migrate.Store[K, V] has these
-// methods, and the server calls no others.
+// methods, and the server calls no others. Origin and Update serve the
+// restore's report (WithReport): which of its orphans restore left as they
+// were, and their prune, in one commit that checks it again.
 type Store[K comparable, V any] interface {
 	All() iter.Seq2[K, V]
 	Get(key K) (V, bool)
 	Delete(ctx context.Context, key K) error
+	Origin(key K) (migrate.Origin, bool)
+	Update(ctx context.Context, fn func(tx *migrate.Tx[K, V]) error) error
 }
 
 // SocketPath returns the path of the control socket of the checkpoint at
@@ -53,6 +59,7 @@ type Server[K comparable, V any] struct {
 	path   string
 	store  Store[K, V]
 	cfg    config
+	report *restoreReport[K, V] // WithReport's; nil without it
 	ln     *net.UnixListener
 	made   fs.FileInfo // the socket Listen made, so that Close removes no other
 	ctx    context.Context
@@ -83,13 +90,17 @@ func Listen[K comparable, V any](path string, store Store[K, V], opts ...Option)
 	if store == nil {
 		return nil, fmt.Errorf("control: %w: the Store is nil", ErrInvalidOption)
 	}
+	rep, err := reportOf[K, V](cfg.report)
+	if err != nil {
+		return nil, err
+	}
 	path = filepath.Clean(path)
 	ln, made, err := listenOwnerOnly(path)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server[K, V]{path: path, store: store, cfg: cfg, ln: ln, made: made, ctx: ctx, cancel: cancel,
+	s := &Server[K, V]{path: path, store: store, cfg: cfg, report: rep, ln: ln, made: made, ctx: ctx, cancel: cancel,
 		slots: make(chan struct{}, maxConns), conns: map[*net.UnixConn]struct{}{}}
 	s.wg.Add(1)
 	go s.accept()
@@ -224,8 +235,9 @@ func (s *Server[K, V]) untrack(c *net.UnixConn) {
 
 // request is a request line.
 type request struct {
-	Op  string          `json:"op"`
-	Key json.RawMessage `json:"key,omitempty"`
+	Op   string            `json:"op"`
+	Key  json.RawMessage   `json:"key,omitempty"`
+	Keys []json.RawMessage `json:"keys,omitempty"` // prune-orphans: the orphans the operator confirmed
 }
 
 // status is the last line of an answer.
@@ -233,6 +245,7 @@ type status struct {
 	Status    string `json:"status"` // "ok" or "error"
 	Count     int    `json:"count,omitempty"`
 	LossyKeys int    `json:"lossyKeys,omitempty"` // list: keys that do not read back as themselves
+	Report    string `json:"report,omitempty"`    // report: the restore's report line
 	Code      string `json:"code,omitempty"`
 	Error     string `json:"error,omitempty"`
 }
@@ -278,7 +291,7 @@ func readRequest(c net.Conn) (request, error) {
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return req, errors.New(`the request is not {"op":"list"}, {"op":"get","key":K} or {"op":"delete","key":K}`)
+		return req, errors.New(`the request is not {"op":"list"}, {"op":"get","key":K}, {"op":"delete","key":K}, {"op":"report"} or {"op":"prune-orphans","keys":[K,...]}`)
 	}
 	return req, nil
 }
@@ -301,8 +314,18 @@ func (s *Server[K, V]) handle(w *bufio.Writer, req request, log *zap.Logger) sta
 			return writeEntry(w, k, v)
 		}
 		return s.delete(k, canon, log)
+	case "report":
+		if s.report == nil {
+			return noReport()
+		}
+		return s.report.list(w, s.store)
+	case "prune-orphans":
+		if s.report == nil {
+			return noReport()
+		}
+		return s.report.prune(s.ctx, w, s.store, req.Keys, s.cfg.timeout, log)
 	}
-	return status{Status: "error", Code: CodeBadRequest, Error: fmt.Sprintf("unknown op %q: use list, get or delete", req.Op)}
+	return status{Status: "error", Code: CodeBadRequest, Error: fmt.Sprintf("unknown op %q: use list, get, delete, report or prune-orphans", req.Op)}
 }
 
 // list writes every entry, sorted by key JSON.
