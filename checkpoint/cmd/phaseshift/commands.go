@@ -30,7 +30,9 @@ func commands() []*command {
 		newListCommand(),
 		newGetCommand(),
 		newDiffCommand(),
+		newReportCommand(),
 		newDeleteCommand(),
+		newPruneOrphansCommand(),
 		newRestorePrevCommand(),
 		newRestoreKeptCommand(),
 		newRepairJournalCommand(),
@@ -48,13 +50,14 @@ func find(name string) *command {
 	return nil
 }
 
-// env is where a verb writes, and how.
+// env is where a verb reads and writes, and how.
 type env struct {
+	in          io.Reader // prune-orphans' confirmation
 	out, errOut io.Writer
 	json        bool
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage())
 		return exitUsage
@@ -75,7 +78,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "phaseshift: unknown verb %q: run phaseshift --help for the list\nusage: phaseshift VERB [flags] ARGS\n", args[0])
 		return exitUsage
 	}
-	e := &env{out: stdout, errOut: stderr}
+	e := &env{in: stdin, out: stdout, errOut: stderr}
 	pos, err := parseFlags(newFlagSet(c, &e.json), args[1:])
 	if err == errHelp {
 		fmt.Fprint(stdout, verbHelp(c))

@@ -38,8 +38,8 @@ var exitStatuses = []exitStatus{
 	{exitNewer, "newer: a newer file format, or a value schema above --schema"},
 	{exitUnreadable, "unreadable: permissions (of the file, or of a running daemon's control socket), a directory, a symlink, an I/O error"},
 	{exitLocked, "locked: a daemon holds the checkpoint's lock and serves no control socket (delete), or the repair needs it stopped (restore-prev, restore-kept, repair-journal, reseal)"},
-	{exitFailed, "a repair failed (the message says which step), or another error (writing the output, opening the lock file, a daemon's control socket that failed or is busy)"},
-	{exitRefused, "refused: the repair would lose acknowledged writes, and the flag that says you mean it is missing (restore-prev, restore-kept: --replace-intact; repair-journal: --drop-damaged-records); nothing changed"},
+	{exitFailed, "a repair failed (the message says which step), or another error (writing the output, opening the lock file, a daemon's control socket that failed or is busy, or no daemon to ask: report, prune-orphans)"},
+	{exitRefused, "refused: the repair would lose acknowledged writes, and the flag that says you mean it is missing (restore-prev, restore-kept: --replace-intact; repair-journal: --drop-damaged-records), or prune-orphans was not confirmed; nothing changed"},
 }
 
 // printExitStatuses writes the table, one status a line, indented.

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -19,13 +21,36 @@ import (
 	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/migrate/control"
+	"github.com/phaseshift/phaseshift/migrate/migratetest"
 )
 
 // envDaemon makes the test binary a daemon of the checkpoint it names:
 // a migrate.Store in phase 3 on a checkpoint.File WithJournal, served on
-// its control socket. It says "ready" on stdout, then answers "dump" with
-// its Store's entries as one JSON line, and "exit" by closing and exiting.
+// its control socket with its restore's report. It says "ready" on
+// stdout, then answers "dump" with its Store's entries as one JSON line,
+// "put N" by putting entry N, and "exit" by closing and exiting.
 const envDaemon = "PHASESHIFT_CMD_TEST_DAEMON"
+
+// envLegacy makes the test daemon run phase 2 over a runtime (an implicit
+// legacy) that lists the entries of the comma-separated numbers it holds:
+// the checkpoint's others are the restore's orphans.
+const envLegacy = "PHASESHIFT_CMD_TEST_LEGACY"
+
+// daemonConfig is the test daemon's Store: phase 3, or phase 2 over the
+// runtime envLegacy lists.
+func daemonConfig(f *checkpoint.File[key, value]) migrate.Config[key, value] {
+	cfg := migrate.Config[key, value]{Phase: migrate.PhaseContract, Checkpoint: f, Version: "test daemon"}
+	if list, ok := os.LookupEnv(envLegacy); ok {
+		rt := &migratetest.Implicit[key, value]{}
+		for _, n := range strings.Split(list, ",") {
+			if i, err := strconv.Atoi(n); err == nil {
+				rt.Set(k(i), v(i))
+			}
+		}
+		cfg.Phase, cfg.Legacy, cfg.Equal = migrate.PhaseMigrate, rt, func(a, b value) bool { return a == b }
+	}
+	return cfg
+}
 
 func runDaemon(path string) int {
 	ctx := context.Background()
@@ -37,15 +62,16 @@ func runDaemon(path string) int {
 	if err != nil {
 		return fail(err)
 	}
-	store, err := migrate.New(migrate.Config[key, value]{Phase: migrate.PhaseContract, Checkpoint: f, Version: "test daemon"})
+	store, err := migrate.New(daemonConfig(f))
 	if err != nil {
 		return fail(err)
 	}
 	defer store.Close()
-	if _, err := store.Restore(ctx); err != nil {
+	rep, err := store.Restore(ctx)
+	if err != nil {
 		return fail(err)
 	}
-	srv, err := control.Listen(control.SocketPath(path), store)
+	srv, err := control.Listen(control.SocketPath(path), store, control.WithReport(rep))
 	if err != nil {
 		return fail(err)
 	}
@@ -63,6 +89,15 @@ func runDaemon(path string) int {
 			fmt.Println(string(line))
 		case "exit":
 			return 0
+		default:
+			var i int
+			if _, err := fmt.Sscanf(sc.Text(), "put %d", &i); err != nil {
+				return fail(err)
+			}
+			if err := store.Put(ctx, k(i), v(i)); err != nil {
+				return fail(err)
+			}
+			fmt.Println("put")
 		}
 	}
 	return 0
@@ -80,13 +115,14 @@ type daemonProc struct {
 	out *bufio.Scanner
 }
 
-// startDaemon starts a test daemon on path and waits for it to serve.
-func startDaemon(t *testing.T, path string) *daemonProc {
+// startDaemon starts a test daemon on path, with env, and waits for it
+// to serve.
+func startDaemon(t *testing.T, path string, env ...string) *daemonProc {
 	t.Helper()
 	self, err := os.Executable()
 	require.NoError(t, err)
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), envDaemon+"="+path)
+	cmd.Env = append(append(os.Environ(), envDaemon+"="+path), env...)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	require.NoError(t, err)

@@ -9,7 +9,9 @@
 //	phaseshift list PATH                   entries as JSON lines, for jq
 //	phaseshift get PATH KEY                one entry; KEY is JSON: '"c1"', '{"id":"c1"}'
 //	phaseshift diff A B                    entries only in A, only in B, and different
+//	phaseshift report PATH                 a running daemon's last restore: its orphaned and diverged keys
 //	phaseshift delete PATH KEY             remove a leaked entry
+//	phaseshift prune-orphans PATH          delete a running daemon's orphans, once confirmed
 //	phaseshift restore-prev PATH           put PATH.prev back
 //	phaseshift restore-kept PATH COPY      put a kept copy back (undo a repair)
 //	phaseshift repair-journal --drop-damaged-records PATH   keep the journal's records before its damage
@@ -73,7 +75,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,12 +99,27 @@ func run(t *testing.T, args ...string) result {
 	return runAs(t, command(t), nil, args...)
 }
 
+// runIn runs the command with stdin, and checks that its errors hold no
+// value.
+func runIn(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	return runWith(t, command(t), nil, strings.NewReader(stdin), args...)
+}
+
 // runAs runs bin with the credentials cred (nil: this process's).
 func runAs(t *testing.T, bin string, cred *syscall.Credential, args ...string) result {
+	t.Helper()
+	return runWith(t, bin, cred, nil, args...)
+}
+
+// runWith runs bin with the credentials cred (nil: this process's) and
+// stdin (nil: none).
+func runWith(t *testing.T, bin string, cred *syscall.Credential, stdin io.Reader, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdin = stdin
 	if cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}

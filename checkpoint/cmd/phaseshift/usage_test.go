@@ -52,7 +52,7 @@ func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
 		r := run(t, args...)
 		assert.Equal(t, 0, r.code)
-		for _, verb := range []string{"verify", "inspect", "list", "get", "diff", "delete", "restore-prev", "restore-kept", "repair-journal", "reseal"} {
+		for _, verb := range []string{"verify", "inspect", "list", "get", "diff", "report", "delete", "prune-orphans", "restore-prev", "restore-kept", "repair-journal", "reseal"} {
 			assert.Contains(t, r.stdout, "  "+verb+" ")
 		}
 		assert.Contains(t, r.stdout, "exit status:")
@@ -60,7 +60,7 @@ func TestHelp(t *testing.T) {
 	}
 	for verb, flag := range map[string]string{"verify": "-schema", "inspect": "-schema", "list": "-ignore-checksum",
 		"get": "-ignore-checksum", "diff": "-values", "delete": "-lock-wait", "restore-prev": "-replace-intact", "reseal": "-i-edited-this-file-by-hand",
-		"restore-kept": "-replace-intact", "repair-journal": "-drop-damaged-records"} {
+		"restore-kept": "-replace-intact", "repair-journal": "-drop-damaged-records", "report": "-json", "prune-orphans": "-yes"} {
 		r := run(t, verb, "--help")
 		assert.Equal(t, 0, r.code, verb)
 		assert.Contains(t, r.stdout, "usage: phaseshift "+verb)
