@@ -130,8 +130,11 @@
 //     the journal
 //     takes these steps: it checks that the lock is still this File's
 //     (as a save does), that the checkpoint the journal follows is still
-//     at its path and that the journal is as long as this File left it
-//     (if the file was replaced or the journal is shorter or gone, the
+//     at its path as this File left it (the same inode, size and mtime,
+//     and the same header and checksum line: a cp of .prev onto it, which
+//     keeps the inode, is caught too) and that the journal is as long as
+//     this File left it (if the file was replaced or written over, or the
+//     journal is shorter or gone, the
 //     commit writes the whole file instead; if the journal is longer,
 //     another File appended to it, and the commit refuses with
 //     ErrUnreadable until a Load); it opens the

@@ -186,7 +186,7 @@ func (c *core[K, V]) appendCommit(m Meta) (bool, error) {
 	}
 	err := c.be.appendJournal(c.rec, c.jlen, c.onDisk())
 	if errors.Is(err, errRewrite) {
-		c.cfg.logger.Warn("the checkpoint or its journal is not as this File left it (removed?); this commit writes the whole checkpoint",
+		c.cfg.logger.Warn("the checkpoint or its journal is not as this File left it (removed, replaced, or written over in place?); this commit writes the whole checkpoint",
 			zap.String("path", c.be.name()))
 		c.jdirty, c.jmay = true, true
 		return false, nil
