@@ -3,6 +3,7 @@ package metrics
 import (
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -21,6 +22,7 @@ type Collector struct {
 	open    func() openCounts          // the report's entries still open; reads the Store
 	journal checkpoint.JournalReporter // nil: no journal state known
 	descs   [numMetrics]*prometheus.Desc
+	scrapes atomic.Uint64 // Collect calls, for phaseshift_scrapes_total
 }
 
 // openCounts are the Report's backfilled, orphaned and diverged entries
@@ -90,13 +92,16 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect reads the Store's Stats and the checkpoint's journal once, and
 // the origin of each of the Report's open entries, and sends every metric.
-// The journal's state waits for a checkpoint save in progress.
+// The journal's state waits for a checkpoint save in progress. Each call
+// counts as a scrape (phaseshift_scrapes_total, this one included).
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	scrapes := c.scrapes.Add(1)
 	st := c.stats()
 	send := func(m metric, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(c.descs[m], specs[m].kind, v, labels...)
 	}
 	send(mPhase, float64(st.Phase))
+	send(mScrapes, float64(scrapes))
 	send(mEntries, float64(st.Entries))
 	c.collectRestore(st.LastRestore, send)
 	c.collectWrites(st, send)

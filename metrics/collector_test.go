@@ -303,3 +303,15 @@ func TestCollectorCheckpointBehind(t *testing.T) {
 	assert.Equal(t, 0.0, value(t, c, "phaseshift_checkpoint_behind"), "the mark is cleared by this restart")
 	assert.Equal(t, 1.0, value(t, c, "phaseshift_restore_stale", "side", "checkpoint"), "which found it")
 }
+
+// TestCollectorCountsScrapes: phaseshift_scrapes_total counts the
+// Collector's scrapes since its restore, the one that reads it included,
+// so that the gate can hold a node its first scrape after a restart shows.
+func TestCollectorCountsScrapes(t *testing.T) {
+	c := collector(t, reconciled(t))
+	assert.Equal(t, 1.0, value(t, c, "phaseshift_scrapes_total"), "the first scrape says 1")
+	assert.Equal(t, 2.0, value(t, c, "phaseshift_scrapes_total"))
+	assert.Equal(t, 3.0, value(t, c, "phaseshift_scrapes_total"))
+	again := collector(t, reconciled(t))
+	assert.Equal(t, 1.0, value(t, again, "phaseshift_scrapes_total"), "a restart's Collector starts again")
+}

@@ -26,6 +26,7 @@
 //	phaseshift_checkpoint_journal_enabled     1 if the checkpoint has a journal (WithCheckpoint)
 //	phaseshift_checkpoint_journal_bytes       size of the journal
 //	phaseshift_checkpoint_journal_records     commits in the journal, not yet in the file
+//	phaseshift_scrapes_total                  scrapes since the restore, this one included
 //	phaseshift_writes_total{kind,result}      writes: put, delete, update ok; any error
 //	phaseshift_writes_outcome_unknown_total   writes whose undo failed too
 //	phaseshift_commits_total                  group commits
@@ -46,12 +47,22 @@
 //
 // phaseshift.rules.yml, beside this file, is the gate of a rollout as
 // Prometheus recording and alerting rules: phaseshift:safe_to_move_to_phase
-// is 1 when every node of the scrape job is ready for phase N (a node down,
-// one that exports none of these metrics, and a job with no target make it
-// 0), phaseshift:node_blocks_phase and phaseshift:node_unreported say which
-// node blocks it and why, and alerts fire when a node is not ready for the
-// phase the fleet runs. phaseshift.rules.test.yml tests them with
-// promtool test rules.
+// is 1 when every node of the scrape job is ready for phase N, and
+// phaseshift:node_blocks_phase, phaseshift:node_unreported and
+// phaseshift:node_held_down say which node blocks it and why. Every phase
+// is blocked while a node is down, exports none of these metrics, or has
+// been scraped fewer than two times since its restore
+// (phaseshift_scrapes_total: the hold-down, so that the gate never judges a
+// node on what it said before it restarted), and while fewer nodes report
+// than the operator's phaseshift:expected_nodes series says (or it is
+// missing). phaseshift:node_unsafe_in_phase3 watches the nodes that run
+// phase 3: a restore that found legacy differing, backfilled what the
+// checkpoint lacked or served what it could read of an unreadable
+// checkpoint. Alerts fire for each, naming the node (the label instance)
+// and the reason. phaseshift.rules.test.yml tests them with promtool test
+// rules, and rules_test.go holds that a change to any rule fails them. The
+// phaseshift command's gate verb asks a Prometheus server the same
+// question, waiting out the hold-down.
 //
 // # Caveats
 //
@@ -68,7 +79,16 @@
 //     orphaned and diverged entries read 0, which the gate would take for
 //     settled ones. examples/ipam stops its metrics server first.
 //   - The rules select the nodes with job="ipamd": replace it with the
-//     name of your scrape job. A node the job does not scrape at all
-//     (missing from service discovery) is not seen; compare the job's
-//     target count with the DaemonSet's desired count for that.
+//     name of your scrape job. The label instance must name the node
+//     (relabel it from the pod's node name), so that a replaced pod is
+//     the same node. A node the job does not scrape at all (missing from
+//     service discovery) is seen only through phaseshift:expected_nodes,
+//     which the operator states (a static count, or kube-state-metrics'
+//     kube_daemonset_status_desired_number_scheduled): without it every
+//     phase is blocked.
+//   - phaseshift_scrapes_total counts every Collect: a second scraper (a
+//     pair of Prometheus servers, a curl) makes the hold-down shorter for
+//     the other, down to one of its scrapes. The rules cannot see a
+//     restart before its first scrape at all; phaseshift gate waits for
+//     every node to be scraped after it starts.
 package metrics

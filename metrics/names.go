@@ -17,6 +17,7 @@ const (
 	mRestoreQuarantined
 	mRestoreShadowDiffers
 	mRestoreTimestamp
+	mScrapes
 	mWrites
 	mWritesOutcomeUnknown
 	mCommits
@@ -58,6 +59,8 @@ var specs = [numMetrics]spec{
 		"1 if a side the last restore read only to compare (legacy in phase 3, the checkpoint in phase 0 with Verify) differed from what it served."},
 	mRestoreTimestamp: {"phaseshift_restore_timestamp_seconds", prometheus.GaugeValue, nil,
 		"When the last restore finished, in seconds since the epoch."},
+	mScrapes: {"phaseshift_scrapes_total", prometheus.CounterValue, nil,
+		"Scrapes of this Collector since the restore it reports (its Collect calls, this one included): the gate holds a node until it is 2, so that it is not judged on what a scrape before its restart said."},
 	mWrites: {"phaseshift_writes_total", prometheus.CounterValue, []string{"kind", "result"},
 		"Writes that returned: put, delete and update (DeleteFunc included) that succeeded, and any that failed."},
 	mWritesOutcomeUnknown: {"phaseshift_writes_outcome_unknown_total", prometheus.CounterValue, nil,
