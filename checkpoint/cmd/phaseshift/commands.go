@@ -22,7 +22,8 @@ type command struct {
 }
 
 // commands returns every verb, in the order --help lists them: the ones
-// that read, then the repairs. This is the one list of verbs.
+// that read, then the repairs, then the fleet's gate. This is the one
+// list of verbs.
 func commands() []*command {
 	return []*command{
 		newVerifyCommand(),
@@ -37,6 +38,7 @@ func commands() []*command {
 		newRestoreKeptCommand(),
 		newRepairJournalCommand(),
 		newResealCommand(),
+		newGateCommand(),
 	}
 }
 
@@ -110,7 +112,7 @@ func report(e *env, c *command, err error) int {
 
 func usage() string {
 	var b strings.Builder
-	b.WriteString("phaseshift checks, shows and repairs a phaseshift checkpoint file.\n\nusage: phaseshift VERB [flags] ARGS\n\nverbs:\n")
+	b.WriteString("phaseshift checks, shows and repairs a phaseshift checkpoint file, and gates a fleet's rollout.\n\nusage: phaseshift VERB [flags] ARGS\n\nverbs:\n")
 	for _, c := range commands() {
 		fmt.Fprintf(&b, "  %-15s %s\n", c.name, c.summary)
 	}
@@ -135,6 +137,7 @@ examples:
   phaseshift list /var/run/ipamd/state.json | jq -c 'select(.value.ips | index("10.0.0.7"))'
   phaseshift diff /var/run/ipamd/state.json /var/run/ipamd/state.json.prev
   phaseshift delete /var/run/ipamd/state.json '{"network":"aws-cni","containerID":"c1","ifName":"eth0"}'
+  phaseshift gate --prometheus http://prometheus.monitoring:9090 3
 `)
 	return b.String()
 }

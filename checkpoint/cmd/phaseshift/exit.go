@@ -30,7 +30,7 @@ type exitStatus struct {
 
 // exitStatuses is the one table of what each exit status means, in order.
 var exitStatuses = []exitStatus{
-	{exitOK, "intact, or done (diff: no differences)"},
+	{exitOK, "intact, or done (diff: no differences; gate: the fleet may move to the phase)"},
 	{exitNo, "no such key (get, delete), or the files differ (diff)"},
 	{exitUsage, "usage: a missing or bad argument, flag or key JSON"},
 	{exitMissing, "missing: no checkpoint at the path"},
@@ -39,7 +39,7 @@ var exitStatuses = []exitStatus{
 	{exitUnreadable, "unreadable: permissions (of the file, or of a running daemon's control socket), a directory, a symlink, an I/O error"},
 	{exitLocked, "locked: a daemon holds the checkpoint's lock and serves no control socket (delete), or the repair needs it stopped (restore-prev, restore-kept, repair-journal, reseal)"},
 	{exitFailed, "a repair failed (the message says which step), or another error (writing the output, opening the lock file, a daemon's control socket that failed or is busy, or no daemon to ask: report, prune-orphans)"},
-	{exitRefused, "refused: the repair would lose acknowledged writes, and the flag that says you mean it is missing (restore-prev, restore-kept: --replace-intact; repair-journal: --drop-damaged-records), or prune-orphans was not confirmed; nothing changed"},
+	{exitRefused, "refused: the repair would lose acknowledged writes, and the flag that says you mean it is missing (restore-prev, restore-kept: --replace-intact; repair-journal: --drop-damaged-records), or prune-orphans was not confirmed; nothing changed. gate: the fleet may not move to the phase (the blocking nodes are listed), or the data did not become fresh within --timeout"},
 }
 
 // printExitStatuses writes the table, one status a line, indented.

@@ -1,6 +1,8 @@
 // Command phaseshift checks, shows and repairs a phaseshift checkpoint file
 // (package checkpoint) on a node, without knowing the daemon's Go types:
-// keys and values are raw JSON.
+// keys and values are raw JSON; and it asks a Prometheus server that
+// evaluates metrics/phaseshift.rules.yml whether a fleet may move to the
+// next phase (gate).
 //
 //	go install github.com/phaseshift/phaseshift/checkpoint/cmd/phaseshift@latest
 //
@@ -16,6 +18,7 @@
 //	phaseshift restore-kept PATH COPY      put a kept copy back (undo a repair)
 //	phaseshift repair-journal --drop-damaged-records PATH   keep the journal's records before its damage
 //	phaseshift reseal --i-edited-this-file-by-hand PATH     re-checksum after a hand edit
+//	phaseshift gate --prometheus URL N     may the fleet move to phase N? (Prometheus's HTTP API)
 //
 // It reads and writes files with package checkpoint's own code (through an
 // internal hook), so it reports what a daemon's Load would restore: with a
@@ -64,6 +67,13 @@
 //   - Error messages name paths, keys, counts, seqs and byte offsets, never
 //     values; list and get print values, because that is what they are
 //     asked for.
+//   - gate knows what the Prometheus server knows: it waits for every
+//     target of --job that the server discovers, and a node the server
+//     does not discover blocks only through phaseshift:expected_nodes. It
+//     compares sample times with the server's clock (time()), not its own.
+//   - report and prune-orphans need the daemon running with its control
+//     socket, served with control.WithReport: the report of a restore
+//     lives in the daemon that ran it.
 package main
 
 import (
