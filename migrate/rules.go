@@ -136,8 +136,9 @@ func rulePhase1[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bo
 }
 
 // rulePhase2Behind is rule 14: phase 2 over a checkpoint it cannot trust to hold every
-// entry (missing, moved aside, from an earlier boot, or behind legacy)
-// restores as phase 1 does.
+// entry (missing, moved aside, from an earlier boot, or behind legacy:
+// marked, or missing writes an implicit legacy lists) restores as phase 1
+// does.
 func rulePhase2Behind[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bool, error) {
 	trusted := in.ck.usable && !in.ck.behind && in.ck.aside == nil
 	if s.cfg.Phase != PhaseMigrate || trusted {
@@ -190,6 +191,8 @@ func needsLegacy[K comparable, V any](s *Store[K, V], in *sides[K, V], b basis) 
 // staleWhy says why the checkpoint cannot be served on its own.
 func staleWhy[K comparable, V any](in *sides[K, V]) string {
 	switch {
+	case in.ck.missed > 0:
+		return missedWhy(&in.ck)
 	case in.ck.behind:
 		return fmt.Sprintf("seq %d is marked behind legacy: %s", in.ck.meta.Seq, behindMark(in.ck.meta))
 	case in.ck.bootOld:
