@@ -84,8 +84,10 @@
 //     with VolatileLegacy, phases 1 and 2 only over a checkpoint behind
 //     legacy, and phase 0 over one it cannot use or that is behind).
 //  7. A checkpoint whose Meta.Behind is set is behind legacy (Report.Stale
-//     says why): a phase-0 run, which writes legacy only, came after it, or
-//     a run that could not read legacy in full (rule 26). A file written
+//     says why): a phase-0 run, which writes legacy only, came after it, a
+//     run that could not read legacy in full (rule 26), or it lacks
+//     acknowledged commits (phaseshift restore-prev marks the file it puts
+//     back so: it is the file before the last compaction). A file written
 //     before Meta.Behind existed says the first by its phase alone. In
 //     phase 2, a checkpoint that lacks an entry an implicit legacy lists
 //     is behind legacy too: CRI lists a sandbox only once its ADD was
@@ -102,7 +104,10 @@
 //  9. A checkpoint written by phase 3, which does not write legacy, makes
 //     an explicit legacy stale (Report.LegacyStale): a phase that writes
 //     legacy serves the checkpoint and rewrites legacy to match it. If
-//     either side cannot be read in full, Restore fails (ErrUnsafeRestore).
+//     either side cannot be read in full, or the checkpoint is behind
+//     legacy too (rule 7: a file phaseshift restore-prev put back, which
+//     lacks every commit after it), Restore fails (ErrUnsafeRestore):
+//     neither side holds every acknowledged write.
 //  10. Phase 3 refuses a checkpoint behind legacy (ErrStale): only legacy
 //     has what the run that marked it did. With Config.Unique it also
 //     refuses one that an entry legacy lists contradicts (an entry it

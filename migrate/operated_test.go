@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 )
 
@@ -160,4 +162,32 @@ func TestUniqueResolvesAnAddressHeldTwice(t *testing.T) {
 		assert.Equal(t, []string{"pod-9"}, rep.Dropped)
 		assert.Equal(t, map[string]int{"pod-4": 3}, w.exp.Snapshot(), "the stale holder is deleted from legacy, so that the next restore does not find it again")
 	})
+}
+
+// TestRestoredPrevOverAStaleLegacy: a file phase 3 wrote, put back by
+// phaseshift restore-prev (so marked: it lacks every commit after it),
+// over an explicit legacy, which phase 3 does not write: neither side holds
+// every acknowledged write, and a phase that writes legacy refuses rather
+// than heal legacy from the file put back (rule 9).
+func TestRestoredPrevOverAStaleLegacy(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(true, map[string]int{"a": 1})
+	require.NoError(t, w.cp.Save(ctx, checkpoint.Snapshot[string, int]{
+		Meta:    checkpoint.Meta{Phase: "contract", Behind: "restored by phaseshift restore-prev from state.json.prev (seq 4), which lacks every commit after it"},
+		Entries: map[string]int{"a": 1, "b": 2},
+	}))
+	before := w.cp.Bytes()
+	for _, p := range []migrate.Phase{migrate.PhaseLegacy, migrate.PhaseExpand, migrate.PhaseMigrate, migrate.PhaseContract} {
+		s := w.open(t, migrate.Config[string, int]{Phase: p, Checkpoint: checkpointtest.Reopen(t, w.cp)})
+		_, err := s.Restore(ctx)
+		if p == migrate.PhaseContract {
+			require.ErrorIs(t, err, migrate.ErrStale, "phase 3 refuses a marked file")
+		} else {
+			require.ErrorIs(t, err, migrate.ErrUnsafeRestore, "phase %d", p)
+			assert.Contains(t, err.Error(), "neither side holds every acknowledged write")
+		}
+		assert.Equal(t, before, w.cp.Bytes(), "phase %d changed nothing", p)
+		assert.Equal(t, map[string]int{"a": 1}, w.exp.Snapshot(), "phase %d left legacy alone", p)
+		require.NoError(t, s.Close())
+	}
 }

@@ -80,6 +80,11 @@ func ruleLegacyStale[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basi
 		return 0, false, nil
 	}
 	why := fmt.Sprintf("the checkpoint (seq %d) was written by phase 3 (contract), which does not write legacy", in.ck.meta.Seq)
+	if in.ck.behind {
+		// A file put back that lacks commits (phaseshift restore-prev):
+		// neither side holds every acknowledged write.
+		return 0, false, restoreErr("%w: legacy is stale (%s), and the checkpoint is behind too (%s): neither side holds every acknowledged write; put back the file the repair replaced (phaseshift restore-kept PATH COPY) and repair that one instead", ErrUnsafeRestore, why, staleWhy(in))
+	}
 	if !in.lg.complete {
 		return 0, false, restoreErr("%w: legacy is stale (%s) and cannot be read in full to bring it current: %w", ErrUnsafeRestore, why, in.lg.err)
 	}

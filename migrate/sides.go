@@ -126,7 +126,7 @@ func (s *Store[K, V]) refuseUnreadable(meta checkpoint.Meta, err error, partial 
 	// Nor is any other file that holds the only copy of the state, unless
 	// the user chose to serve less.
 	case s.soleCopy(meta) && !s.cfg.DiscardUnreadableCheckpoint:
-		return restoreErr("%w; the checkpoint is the only copy of the state (%s), so nothing was changed: %s", err, s.soleCopyWhy(), s.recovery())
+		return restoreErr("%w; the checkpoint is the only copy of the state (%s), so nothing was changed: %s", err, s.soleCopyWhy(), s.recovery(meta))
 	// A file that says legacy is stale, which this binary cannot read in
 	// full: neither side holds everything.
 	case s.legacyIsStale(meta):
@@ -146,7 +146,7 @@ func unsafeRecovery(err error) string {
 	if errors.Is(err, checkpoint.ErrNewerSchema) {
 		return "roll forward to the binary that wrote it"
 	}
-	return "check it with `phaseshift verify PATH` and put the last good file back with `phaseshift restore-prev PATH`"
+	return "`phaseshift inspect PATH` shows what is damaged; `phaseshift repair-journal --drop-damaged-records PATH` keeps every commit before a journal's damage, and `phaseshift restore-prev PATH` puts back the file before the last compaction"
 }
 
 // soleCopyWhy says why the checkpoint is the only copy of the state.
@@ -157,14 +157,31 @@ func (s *Store[K, V]) soleCopyWhy() string {
 	return "legacy does not survive a restart (Config.VolatileLegacy)"
 }
 
-// recovery says how an operator gets an unreadable sole copy served again.
-func (s *Store[K, V]) recovery() string {
-	how := "check it with `phaseshift verify PATH` and put the last good file back with `phaseshift restore-prev PATH`"
-	if s.cfg.Legacy != nil && s.explicit == nil && !s.cfg.VolatileLegacy {
-		// An implicit legacy is never stale: phase 2 rebuilds from it.
-		how += ", or run phase 2 (migrate) once to rebuild it from legacy"
+// recovery says how an operator gets an unreadable sole copy, whose header
+// (if it could be read) is meta, served again: first the recovery that
+// loses nothing for this configuration, where there is one.
+func (s *Store[K, V]) recovery(meta checkpoint.Meta) string {
+	repair := "`phaseshift inspect PATH` shows what is damaged; `phaseshift repair-journal --drop-damaged-records PATH` keeps every commit before a journal's damage, and `phaseshift restore-prev PATH` puts back the file before the last compaction, which lacks every commit since (phase 3 then refuses it until phase 2 has rebuilt it from legacy)"
+	if s.legacyIsCurrent(meta) {
+		return "run phase 2 (migrate) once: it rebuilds the checkpoint from legacy, which holds every acknowledged write; or " + repair + "; to serve what can be read and lose the rest, set Config.DiscardUnreadableCheckpoint"
 	}
-	return how + "; to serve what can be read and lose the rest, set Config.DiscardUnreadableCheckpoint"
+	return repair + "; to serve what can be read and lose the rest, set Config.DiscardUnreadableCheckpoint"
+}
+
+// legacyIsCurrent reports whether legacy holds every acknowledged write,
+// for a checkpoint whose header is meta, so that phase 2 rebuilds from it
+// without a loss: an implicit legacy is never stale, and an explicit one
+// is current unless phase 3, which does not write it, wrote the checkpoint
+// (or its header cannot say). A volatile legacy holds nothing after a
+// restart.
+func (s *Store[K, V]) legacyIsCurrent(meta checkpoint.Meta) bool {
+	switch {
+	case s.cfg.Legacy == nil, s.cfg.VolatileLegacy:
+		return false
+	case s.explicit == nil:
+		return true
+	}
+	return meta.Phase == PhaseExpand.String() || meta.Phase == PhaseMigrate.String()
 }
 
 // judgeCheckpoint decides, from the header of the checkpoint, whether it
