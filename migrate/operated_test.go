@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,6 +14,7 @@ import (
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
+	"github.com/phaseshift/phaseshift/source"
 )
 
 // The promise as operators meet it (issue 32): what a person does on a
@@ -190,4 +193,53 @@ func TestRestoredPrevOverAStaleLegacy(t *testing.T) {
 		assert.Equal(t, map[string]int{"a": 1}, w.exp.Snapshot(), "phase %d left legacy alone", p)
 		require.NoError(t, s.Close())
 	}
+}
+
+// TestCopyOfPrevUnderARunningStore: a phase-3 Store over a real journaled
+// file; an operator copies .prev over the checkpoint in place (cp keeps
+// the inode) while the Store runs. Every write acknowledged before and
+// after is served by the next start (found on main: the next start
+// refused, ErrCorrupt, and the advice it printed would have lost all 14).
+func TestCopyOfPrevUnderARunningStore(t *testing.T) {
+	cpBin, err := exec.LookPath("cp")
+	if err != nil {
+		t.Skip("no cp on this machine:", err)
+	}
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.json")
+	var registry source.Map[string, int]
+	open := func(p migrate.Phase) *migrate.Store[string, int] {
+		f, err := checkpoint.Open[string, int](ctx, path)
+		require.NoError(t, err)
+		cfg := migrate.Config[string, int]{Phase: p, Checkpoint: f}
+		if p != migrate.PhaseContract {
+			cfg.Legacy = &registry
+		}
+		s, err := migrate.New(cfg)
+		require.NoError(t, err)
+		_, err = s.Restore(ctx)
+		require.NoError(t, err)
+		return s
+	}
+	require.NoError(t, open(migrate.PhaseMigrate).Close())
+	s := open(migrate.PhaseContract)
+	want := map[string]int{}
+	for i := range 7 {
+		k := fmt.Sprintf("vm-%d", i)
+		require.NoError(t, s.Put(ctx, k, i))
+		want[k] = i
+	}
+	require.FileExists(t, path+".prev", "phase 3's first restore saved over the file")
+	out, err := exec.Command(cpBin, path+".prev", path).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for i := 7; i < 14; i++ {
+		k := fmt.Sprintf("vm-%d", i)
+		require.NoError(t, s.Put(ctx, k, i))
+		want[k] = i
+	}
+	require.NoError(t, s.Close())
+
+	s = open(migrate.PhaseContract)
+	defer s.Close()
+	assert.Equal(t, want, collect(s), "all 14 acknowledged writes")
 }
