@@ -211,7 +211,7 @@ func (s *Store[K, V]) judgeCheckpoint(c *ckptView[K, V], r *Report[K]) {
 }
 
 // judgeMissedWrites is rule 7's second half: in phase 2, an implicit legacy
-// that lists an entry the checkpoint never held shows a write the
+// listed in full that lists an entry the checkpoint never held shows a write the
 // checkpoint never saw. CRI lists a sandbox only once the ADD that made it
 // was acknowledged, and phases 1 to 3 acknowledge an ADD only once the
 // checkpoint has it: a run that does not write the checkpoint (the old
@@ -225,7 +225,7 @@ func (s *Store[K, V]) judgeCheckpoint(c *ckptView[K, V], r *Report[K]) {
 func (s *Store[K, V]) judgeMissedWrites(in *sides[K, V], r *Report[K]) {
 	c := &in.ck
 	if s.cfg.Phase != PhaseMigrate || s.explicit != nil || s.cfg.VolatileLegacy ||
-		!c.usable || c.behind || c.aside != nil || !in.lg.read {
+		!c.usable || c.behind || c.aside != nil || !in.lg.complete {
 		return
 	}
 	idx := s.index(c.entries)
