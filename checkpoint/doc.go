@@ -300,5 +300,7 @@
 //     journal (the default) .prev is the file before the last compaction
 //     or Save, and lacks every commit since; restore-prev moves the
 //     journal aside with the file it replaces, where a cp would leave a
-//     journal that follows another file (ErrCorrupt).
+//     journal that follows another file (ErrCorrupt), and marks the file
+//     it puts back behind (Meta.Behind), so that package migrate's phase 3
+//     refuses it and phases 1 and 2 rebuild it from legacy.
 package checkpoint
