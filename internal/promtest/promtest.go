@@ -12,7 +12,8 @@
 // # Caveats
 //
 //   - It is for tests only. Start skips the test, saying how to install the
-//     server, when the binary is not on PATH.
+//     server, when the binary is not on PATH (fails it, with
+//     PHASESHIFT_REQUIRE_PROMETHEUS=1).
 //   - The server's port is found by listening on port 0 and closing it
 //     before the server binds it; Start tries again if another process took
 //     the port meanwhile.
@@ -79,14 +80,32 @@ type Server struct {
 	mu       sync.Mutex // guards the targets files
 }
 
-// Start starts a server with cfg and stops it at the test's cleanup; it
-// skips the test when the prometheus binary is not on PATH.
-func Start(t TestingT, cfg Config) *Server {
+// EnvRequire, set to 1, makes a missing prometheus binary fail the test
+// instead of skipping it: .ci/run sets it, as it installs the server.
+const EnvRequire = "PHASESHIFT_REQUIRE_PROMETHEUS"
+
+// Binary returns the path of the prometheus binary. Where it is not on
+// PATH it skips the test, saying how to install it, or fails it when
+// EnvRequire is 1.
+func Binary(t TestingT) string {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Skip("the prometheus server is not on PATH, so this test of a real Prometheus does not run: install it (Debian: apt-get install prometheus, which .ci/run does)")
+	if err == nil {
+		return bin
 	}
+	msg := "the prometheus server is not on PATH, so this test of a real Prometheus does not run: install it (Debian: apt-get install prometheus, which .ci/run does)"
+	if os.Getenv(EnvRequire) == "1" {
+		t.Fatalf("%s; %s=1 requires it", msg, EnvRequire)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// Start starts a server with cfg and stops it at the test's cleanup; where
+// the prometheus binary is not on PATH, Binary decides.
+func Start(t TestingT, cfg Config) *Server {
+	t.Helper()
+	bin := Binary(t)
 	if cfg.Interval == 0 {
 		cfg.Interval = time.Second
 	}
@@ -233,6 +252,18 @@ func (s *Server) stop() error {
 		_ = s.cmd.Process.Kill()
 		<-s.exited
 		return errors.New("it did not stop on SIGTERM within 10s; killed")
+	}
+}
+
+// WaitScraped waits until the server has scraped n targets of job, up or
+// not, and none more, and fails the test if it does not within a minute.
+func (s *Server) WaitScraped(t TestingT, job string, n int) {
+	t.Helper()
+	expr := fmt.Sprintf(`up{job=%q}`, job)
+	got, ok, err := Eventually(s, time.Minute, func(ctx context.Context) ([]Sample, error) { return s.Query(ctx, expr) },
+		func(up []Sample) bool { return len(up) == n })
+	if !ok {
+		t.Fatalf("promtest: the server did not scrape %d targets of job %s within a minute: %v %v\n%s", n, job, got, err, s.Logs())
 	}
 }
 

@@ -1,0 +1,446 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/internal/promtest"
+	"github.com/phaseshift/phaseshift/internal/testbin"
+)
+
+// nodes is the size of the fleet.
+const nodes = 8
+
+var binDir string // testbin.Run's
+
+func TestMain(m *testing.M) { os.Exit(testbin.Run(m, "phaseshift-fleet", &binDir)) }
+
+// fleet is the nodes, the Prometheus server that gates them, and the
+// built phaseshift command.
+type fleet struct {
+	nodes      []*node
+	prom       *promtest.Server
+	phaseshift string
+}
+
+// readmeYAML returns the README's yaml block that starts with the line
+// first.
+func readmeYAML(t *testing.T, first string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile("(?s)```yaml\n(" + regexp.QuoteMeta(first) + "\n.*?)```").FindSubmatch(b)
+	require.NotNil(t, m, "the README has a yaml block that starts with %q", first)
+	return string(m[1])
+}
+
+// build builds examples/ipam and the phaseshift command, at once.
+func build(t *testing.T) (ipam, phaseshift string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var errIPAM, errCmd error
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		ipam, errIPAM = testbin.Build(binDir, "ipam", "github.com/phaseshift/phaseshift/examples/ipam", nil, nil)
+	}()
+	go func() {
+		defer wg.Done()
+		phaseshift, errCmd = testbin.Build(binDir, "phaseshift", "github.com/phaseshift/phaseshift/checkpoint/cmd/phaseshift", nil, nil)
+	}()
+	wg.Wait()
+	require.NoError(t, errors.Join(errIPAM, errCmd))
+	return ipam, phaseshift
+}
+
+// startFleet starts the nodes, each running the release before
+// phaseshift with three pods, and the Prometheus server, which evaluates
+// the shipped rules unchanged and the README's stated expected count.
+func startFleet(t *testing.T) *fleet {
+	t.Helper()
+	promtest.Binary(t) // before the builds: skips (or fails) without the server
+	ipam, phaseshift := build(t)
+	f := &fleet{phaseshift: phaseshift}
+	for i := 1; i <= nodes; i++ {
+		n := newNode(t, i, ipam)
+		n.mustStart(t, "old")
+		for range 3 {
+			n.add(t)
+		}
+		f.nodes = append(f.nodes, n)
+	}
+	stated := readmeYAML(t, "# phaseshift:expected_nodes, stated")
+	require.Contains(t, stated, "vector(24)")
+	expected := filepath.Join(t.TempDir(), "expected.rules.yml")
+	require.NoError(t, os.WriteFile(expected, []byte(strings.Replace(stated, "vector(24)", fmt.Sprintf("vector(%d)", nodes), 1)), 0o644))
+	f.prom = promtest.Start(t, promtest.Config{
+		Rules: []string{"../../metrics/phaseshift.rules.yml", expected},
+		Jobs:  map[string][]promtest.Target{"ipamd": f.targets()},
+	})
+	f.prom.WaitScraped(t, "ipamd", nodes)
+	return f
+}
+
+// targets are the nodes Prometheus discovers: all but those left out.
+func (f *fleet) targets(out ...*node) []promtest.Target {
+	var ts []promtest.Target
+	for _, n := range f.nodes {
+		if !slices.Contains(out, n) {
+			ts = append(ts, promtest.Target{Address: n.addr(), Labels: map[string]string{"instance": n.name}})
+		}
+	}
+	return ts
+}
+
+// check checks every node's served state after step.
+func (f *fleet) check(t *testing.T, step string) {
+	t.Helper()
+	for _, n := range f.nodes {
+		if n.d == nil {
+			continue
+		}
+		for _, p := range n.problems(t) {
+			t.Errorf("after %s: %s (phase %s): %s", step, n.name, n.phase, p)
+		}
+	}
+}
+
+// roll restarts every node in phase, one at a time, as a DaemonSet's
+// rolling update does, with pod traffic on each, and checks them.
+func (f *fleet) roll(t *testing.T, phase string) {
+	t.Helper()
+	for _, n := range f.nodes {
+		n.restart(t, phase)
+		n.churn(t)
+	}
+	f.check(t, "the rollout to "+phase)
+}
+
+// cmd is one run of the built phaseshift command.
+type cmd struct {
+	stdout, stderr string
+	code           int
+}
+
+func (f *fleet) run(t *testing.T, args ...string) cmd {
+	t.Helper()
+	c := exec.CommandContext(ctx(t), f.phaseshift, args...)
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	err := c.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		require.NoError(t, err)
+	}
+	return cmd{stdout.String(), stderr.String(), c.ProcessState.ExitCode()}
+}
+
+// gate runs phaseshift gate for phase.
+func (f *fleet) gate(t *testing.T, phase string) cmd {
+	t.Helper()
+	return f.run(t, "gate", "--prometheus", f.prom.URL, "--poll", "100ms", "--timeout", "1m", phase)
+}
+
+// mayMove requires the gate to let the fleet move to phase.
+func (f *fleet) mayMove(t *testing.T, phase string) {
+	t.Helper()
+	r := f.gate(t, phase)
+	require.Equal(t, 0, r.code, "phaseshift gate %s: %s%s", phase, r.stdout, r.stderr)
+	assert.Contains(t, r.stdout, fmt.Sprintf("no node blocks it (%d nodes report, %d expected)", nodes, nodes))
+}
+
+// refused requires the gate to refuse phase, and returns what it said.
+func (f *fleet) refused(t *testing.T, phase string) string {
+	t.Helper()
+	r := f.gate(t, phase)
+	require.Equal(t, 9, r.code, "phaseshift gate %s: %s%s", phase, r.stdout, r.stderr)
+	return r.stdout
+}
+
+// alert waits until Prometheus holds the alert name for instance in state
+// ("firing", "pending", or "" for gone), and returns it.
+func (f *fleet) alert(t *testing.T, name, instance, state string, within time.Duration) promtest.Alert {
+	t.Helper()
+	find := func(as []promtest.Alert) (promtest.Alert, bool) {
+		for _, a := range as {
+			if a.Labels["alertname"] == name && a.Labels["instance"] == instance {
+				return a, true
+			}
+		}
+		return promtest.Alert{}, false
+	}
+	as, ok, err := promtest.Eventually(f.prom, within, f.prom.Alerts, func(as []promtest.Alert) bool {
+		a, found := find(as)
+		if state == "" {
+			return !found
+		}
+		return found && (a.State == state || state == "pending" && a.State == "firing")
+	})
+	require.True(t, ok, "alert %s{instance=%q} is not %q within %v: %v %v", name, instance, state, within, as, err)
+	a, _ := find(as)
+	return a
+}
+
+// cpInPlace copies src over dst as cp does: dst is truncated and written
+// through its own inode.
+func cpInPlace(t *testing.T, src, dst string) {
+	t.Helper()
+	in, err := os.Open(src)
+	require.NoError(t, err)
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_TRUNC, 0)
+	require.NoError(t, err)
+	_, err = io.Copy(out, in)
+	require.NoError(t, err)
+	require.NoError(t, out.Close())
+}
+
+// TestFleet rolls the fleet from the release before phaseshift to phase
+// 3, gate by gate, through the faults of issues 32 and 33.
+func TestFleet(t *testing.T) {
+	f := startFleet(t)
+	f.check(t, "the start on the release before phaseshift")
+
+	t.Run("the release before phaseshift gates nothing", func(t *testing.T) {
+		out := f.refused(t, "1")
+		for _, n := range f.nodes {
+			assert.Contains(t, out, n.name+"  unreported: no_metrics")
+		}
+	})
+
+	// 0: the new binary, at phase 0. Then each phase, once the gate says.
+	f.roll(t, "legacy")
+	for _, n := range f.nodes {
+		assert.Contains(t, n.report, "left behind legacy: phase 0", "%s: phase 0 marks the checkpoint", n.name)
+	}
+	f.mayMove(t, "1")
+	f.roll(t, "expand")
+	f.mayMove(t, "2")
+	f.roll(t, "migrate")
+	f.mayMove(t, "3")
+
+	t.Run("at phase 2", func(t *testing.T) { faultsAtPhase2(t, f) })
+	f.check(t, "the faults at phase 2")
+	f.mayMove(t, "3")
+	f.roll(t, "contract")
+	t.Run("at phase 3", func(t *testing.T) { faultsAtPhase3(t, f) })
+	f.check(t, "the faults at phase 3")
+	f.mayMove(t, "3")
+}
+
+// faultsAtPhase2 plays, on a fleet at phase 2, the faults whose node goes
+// back to phase 2.
+func faultsAtPhase2(t *testing.T, f *fleet) {
+	t.Run("the example's phase 0, then back to phase 2", func(t *testing.T) {
+		n := f.nodes[2]
+		n.restart(t, "legacy")
+		n.delAndReuse(t)
+		f.check(t, "phase 0's DEL and ADD")
+		n.restart(t, "migrate")
+		f.check(t, "phase 2 after the example's phase 0")
+	})
+
+	t.Run("the release before phaseshift, then straight back to phase 2", func(t *testing.T) {
+		n := f.nodes[3]
+		n.restart(t, "old")
+		n.delAndReuse(t)
+		n.restart(t, "migrate")
+		f.check(t, "phase 2 after the release before phaseshift (issue 32 item 4)")
+	})
+
+	t.Run("a journal written by a newer build", func(t *testing.T) {
+		n := f.nodes[5]
+		n.stop(t)
+		newerBuildWrites(t, n)
+		n.mustStart(t, "migrate")
+		f.check(t, "phase 2 over a newer build's journal (issue 32 item 5)")
+	})
+
+	t.Run("a node not scraped", func(t *testing.T) {
+		n := f.nodes[6]
+		require.NoError(t, f.prom.SetTargets("ipamd", f.targets(n)))
+		t.Cleanup(func() { _ = f.prom.SetTargets("ipamd", f.targets()) })
+		f.prom.WaitScraped(t, "ipamd", nodes-1) // discovery has dropped it
+		out := f.refused(t, "3")
+		assert.Contains(t, out, "(the job)  unreported: missing (1)")
+		assert.Contains(t, out, fmt.Sprintf("(%d nodes report, %d expected)", nodes-1, nodes))
+		a := f.alert(t, "PhaseshiftNodesMissing", "", "pending", 10*time.Second)
+		assert.Equal(t, "missing", a.Labels["reason"])
+		require.NoError(t, f.prom.SetTargets("ipamd", f.targets()))
+		f.prom.WaitScraped(t, "ipamd", nodes)
+		f.mayMove(t, "3")
+	})
+
+	t.Run("a restart into a blocking state right before the gate", func(t *testing.T) {
+		n := f.nodes[1]
+		n.stop(t)
+		lost := n.oldest()
+		n.lose(lost)
+		n.mustStart(t, "migrate")
+		f.check(t, "a restart that found an orphan")
+		out := f.refused(t, "3")
+		assert.Contains(t, out, n.name+"  entries orphaned: 1")
+		a := f.alert(t, "PhaseshiftRestoreLeftEntries", n.name, "firing", 10*time.Second)
+		assert.Contains(t, a.Annotations["summary"], n.name+"'s last restore left 1 orphaned entries")
+		pruneOrphans(t, f, n, lost)
+		f.mayMove(t, "3")
+	})
+}
+
+// faultsAtPhase3 plays, on a fleet at phase 3, the faults of phase 3 and
+// their heals.
+func faultsAtPhase3(t *testing.T, f *fleet) {
+	t.Run("a cp of .prev over a running daemon's checkpoint", func(t *testing.T) {
+		n := f.nodes[4]
+		for i := 0; ; i++ {
+			if _, err := os.Stat(n.state + ".prev"); err == nil {
+				break
+			}
+			require.Less(t, i, 100, "no .prev after 100 writes")
+			n.churn(t)
+		}
+		cpInPlace(t, n.state+".prev", n.state)
+		n.churn(t)
+		n.churn(t)
+		f.check(t, "writes after the cp")
+		n.restart(t, "contract")
+		f.check(t, "phase 3 after a cp of .prev (issue 32 item 1)")
+	})
+
+	t.Run("restore-prev, then phase 3 and phase 2", func(t *testing.T) {
+		n := f.nodes[4]
+		n.churn(t)
+		n.stop(t)
+		r := f.run(t, "restore-prev", "--replace-intact", n.state)
+		require.Equal(t, 0, r.code, "%s%s", r.stdout, r.stderr)
+		log := n.refuses(t, "contract")
+		assert.Contains(t, log, "behind", "phase 3 refuses what restore-prev put back (issue 32 item 2)")
+		n.mustStart(t, "migrate")
+		f.check(t, "phase 2 after restore-prev")
+		n.restart(t, "contract")
+		f.check(t, "phase 3 after the phase-2 run")
+	})
+
+	t.Run("the example's phase 0, then straight to phase 3", func(t *testing.T) {
+		n := f.nodes[2]
+		n.restart(t, "legacy")
+		n.delAndReuse(t)
+		n.stop(t)
+		log := n.refuses(t, "contract")
+		assert.Contains(t, log, "marked behind legacy: phase 0")
+		n.mustStart(t, "migrate")
+		n.restart(t, "contract")
+		f.check(t, "phase 3 after phase 0 and phase 2")
+	})
+
+	t.Run("an orphan taken to phase 3, healed on its node", func(t *testing.T) {
+		n := f.nodes[0]
+		n.stop(t)
+		n.lose(n.oldest())
+		n.mustStart(t, "contract")
+		f.check(t, "phase 3 with an orphan")
+		a := f.alert(t, "PhaseshiftUnsafeInPhase3", n.name, "firing", 5*time.Second)
+		assert.Equal(t, "critical", a.Labels["severity"])
+		assert.Equal(t, "legacy_differs", a.Labels["reason"])
+		assert.Contains(t, a.Annotations["summary"], n.name+" runs phase 3 on a restore that found legacy differing")
+
+		// The heal: this node alone in phase 2, through its override.
+		require.NoError(t, os.WriteFile(n.state+".phase", []byte("migrate\n"), 0o644))
+		n.restart(t, "contract")
+		require.Contains(t, n.report, "phase 2 (migrate)", "the node-local override wins")
+		assert.Contains(t, n.d.stderr.String(), "a node-local override sets the phase")
+		for id := range n.orphans {
+			pruneOrphans(t, f, n, id)
+		}
+		require.NoError(t, os.Remove(n.state+".phase"))
+		f.mayMove(t, "3")
+		n.restart(t, "contract")
+		f.alert(t, "PhaseshiftUnsafeInPhase3", n.name, "", 10*time.Second)
+	})
+}
+
+// pruneOrphans has n's daemon prune its orphans through phaseshift,
+// after report named the one the test knows of, and checks the node.
+func pruneOrphans(t *testing.T, f *fleet, n *node, id string) {
+	t.Helper()
+	r := f.run(t, "report", n.state)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `orphaned {"network":"_migrated-from-cri","containerID":"`+id+`","ifName":"unknown"}`)
+	r = f.run(t, "prune-orphans", "--yes", n.state)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"containerID":"`+id+`"`)
+	delete(n.orphans, id)
+	f.check(t, "the prune on "+n.name)
+}
+
+// The value a newer build of examples/ipam stores: this build's, and a
+// field this build lacks. Keys are this build's.
+type (
+	ipamKey struct {
+		Network     string `json:"network"`
+		ContainerID string `json:"containerID"`
+		IfName      string `json:"ifName"`
+	}
+	newerAlloc struct {
+		IPs       []netip.Addr `json:"ips"`
+		Allocated time.Time    `json:"allocated"`
+		Pod       struct {
+			Namespace string `json:"namespace"`
+			Name      string `json:"name"`
+		} `json:"pod,omitzero"`
+		Note string `json:"note,omitempty"`
+	}
+)
+
+// newerBuildWrites writes n's journal as a newer build of the same schema
+// would, with the daemon stopped: it sets its new field on a live pod's
+// entry and then replaces the entry without it, and adds an entry with it
+// that it then deletes. The state it leaves is this build's; its history
+// is not.
+func newerBuildWrites(t *testing.T, n *node) {
+	t.Helper()
+	c := context.Background()
+	f, err := checkpoint.Open[ipamKey, newerAlloc](c, n.state, checkpoint.WithSchema(2), checkpoint.WithBootID(nil),
+		checkpoint.WithUpgrade(1, func(k, v json.RawMessage) (json.RawMessage, json.RawMessage, error) { return k, v, nil }))
+	require.NoError(t, err)
+	defer f.Close()
+	snap, err := f.Load(c)
+	require.NoError(t, err)
+	var key ipamKey
+	for k := range snap.Entries {
+		if _, live := n.pods[k.ContainerID]; live && (key.ContainerID == "" || k.ContainerID < key.ContainerID) {
+			key = k
+		}
+	}
+	require.NotEmpty(t, key.ContainerID)
+	v := snap.Entries[key]
+	noted := v
+	noted.Note = "written by a newer build"
+	extra := ipamKey{Network: "aws-cni", ContainerID: n.name + "-newer", IfName: "eth0"}
+	m := checkpoint.Meta{Phase: "migrate", Writer: "phaseshift-ipam-example (a newer build)", Behind: snap.Meta.Behind}
+	for _, ch := range [][]checkpoint.Change[ipamKey, newerAlloc]{
+		{{Key: key, Value: noted}, {Key: extra, Value: noted}},
+		{{Key: key, Value: v}},
+		{{Key: extra, Delete: true}},
+	} {
+		require.NoError(t, f.Commit(c, m, ch))
+	}
+}
