@@ -199,3 +199,22 @@ func TestNodePhaseOverride(t *testing.T) {
 	assert.Contains(t, stderr.String(), "the node-local phase override "+state+".phase")
 	assert.Contains(t, stderr.String(), "remove the file")
 }
+
+// TestLogsTheRestoreAtInfo: the daemon logs at info level by default, and
+// its restore's line gives the orphaned entries' keys as the JSON the
+// phaseshift command takes.
+func TestLogsTheRestoreAtInfo(t *testing.T) {
+	rt, l := runtimeFor(t, critest.Sandbox{ID: "c1", Name: "p1", Namespace: "default", IPs: []string{"10.0.0.2"}},
+		critest.Sandbox{ID: "c2", Name: "p2", Namespace: "default", IPs: []string{"10.0.0.3"}})
+	state := filepath.Join(t.TempDir(), "ipam.json")
+	var out, stderr bytes.Buffer
+	require.Equal(t, 0, run(context.Background(), []string{"--cri", l.Endpoint(), "--state", state, "--phase", "expand"}, nil, &out, &stderr), stderr.String())
+	rt.Remove("c2") // gone from the runtime while the daemon was down, without its DEL
+	stderr.Reset()
+	require.Equal(t, 0, run(context.Background(), []string{"--cri", l.Endpoint(), "--state", state, "--phase", "migrate"}, nil, &out, &stderr), stderr.String())
+	assert.Contains(t, stderr.String(), "INFO\trestored\t")
+	assert.Contains(t, stderr.String(), `"orphanedKeys": [{"network":"_migrated-from-cri","containerID":"c2","ifName":"unknown"}]`)
+	stderr.Reset()
+	require.Equal(t, 0, run(context.Background(), []string{"--cri", l.Endpoint(), "--state", state, "--phase", "migrate", "--log-level", "warn"}, nil, &out, &stderr), stderr.String())
+	assert.NotContains(t, stderr.String(), "INFO")
+}
