@@ -21,7 +21,7 @@ import (
 // acknowledged is not state that could not be read.
 //
 // Shown to fail: without the JournalReporter check in readCheckpoint
-// (migrate/sides.go), "the torn record is reported" fails.
+// (migrate/read.go), "the torn record is reported" fails.
 func TestRestoreReportsATornJournalRecord(t *testing.T) {
 	ctx := context.Background()
 	for _, p := range []migrate.Phase{migrate.PhaseMigrate, migrate.PhaseContract} {
