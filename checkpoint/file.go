@@ -71,7 +71,13 @@ func Open[K comparable, V any](ctx context.Context, path string, opts ...Option)
 		log:     cfg.logger,
 	}
 	if err := d.makeDir(); err != nil {
-		return nil, pathError("open: create directory", d.dir, err)
+		return nil, pathError("open: directory", d.dir, err)
+	}
+	if _, real := cfg.fs.(fsys.OS); real {
+		if above := fsys.WritableAbove(d.dir); above != "" {
+			cfg.logger.Warn("a directory above the checkpoint's may be written by other users, who could move the checkpoint's directory away and put another in its place: chmod go-w it, or keep the checkpoint elsewhere",
+				zap.String("path", path), zap.String("directory", above))
+		}
 	}
 	if err := d.acquire(ctx, cfg.lockWait); err != nil {
 		return nil, err
