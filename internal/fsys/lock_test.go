@@ -51,4 +51,3 @@ garbage
 	held, _, _, _ = fsys.FlockHolder(strings.NewReader("1: FLOCK  ADVISORY  WRITE 55 00:2a:42 0 EOF\n2: FLOCK  ADVISORY  WRITE 56 00:2b:42 0 EOF\n"), 0xfe, 0, 42, true)
 	assert.False(t, held)
 }
-
