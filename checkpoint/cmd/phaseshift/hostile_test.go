@@ -92,7 +92,9 @@ func TestHostileTextIsEscaped(t *testing.T) {
 		assert.False(t, hasControls(r.stderr), "%v printed a control character on stderr: %q", args, r.stderr)
 		assert.Contains(t, r.stdout+r.stderr, `\u009b2J`, "%v shows what was there", args)
 		if args[0] == "inspect" && args[1] == "--json" {
-			var out struct{ Header struct{ Phase, Writer, BootID, Behind string } }
+			var out struct {
+				Header struct{ Phase, Writer, BootID, Behind string }
+			}
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &out))
 			assert.Equal(t, m.Phase, out.Header.Phase, "the JSON decodes to the file's header")
 			assert.Equal(t, m.Behind, out.Header.Behind)
