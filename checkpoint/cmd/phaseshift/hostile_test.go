@@ -120,3 +120,20 @@ func TestLongOutputKeepsUnicode(t *testing.T) {
 	assert.NotContains(t, r.stdout, `\ufffd`)
 	assert.Len(t, lines(t, r.stdout), 3000)
 }
+
+// A KEY with a field twice names no entry: get and delete refuse it,
+// naming the field. Before, the last of the two won, as encoding/json
+// reads it: get printed c3's entry and delete deleted it.
+func TestKeyWithAFieldTwice(t *testing.T) {
+	path := save(t, t.TempDir(), entries(5))
+	twice := `{"network":"aws-cni","containerID":"c1","containerID":"c3","ifName":"eth0"}`
+	for _, verb := range []string{"get", "delete"} {
+		r := run(t, verb, path, twice)
+		assert.Equal(t, 2, r.code, "%s: %s %s", verb, r.stdout, r.stderr)
+		assert.Contains(t, r.stderr, `the key has the field "containerID" twice`)
+		assert.Empty(t, r.stdout)
+	}
+	s, err := load(t, path)
+	require.NoError(t, err)
+	assert.Equal(t, entries(5), s.Entries, "nothing deleted")
+}
