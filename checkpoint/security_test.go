@@ -1,11 +1,16 @@
 package checkpoint_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"hash/crc32"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -255,6 +260,51 @@ func TestDirectoryIsChecked(t *testing.T) {
 				assert.Contains(t, err.Error(), "chmod go-w "+dir, "names the fix")
 			}
 			assert.NoFileExists(t, filepath.Join(dir, "state.json.lock"), "nothing is created in it")
+		})
+	}
+}
+
+// atSeq rewrites the checkpoint at path (seq 1) to seq, with a checksum
+// that holds: what anyone who can write the file can do, since CRC-32C is
+// no secret.
+func atSeq(t *testing.T, path string, seq uint64) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	body := strings.Replace(string(b[:bytes.LastIndex(b, []byte(`  "checksum"`))]), "\"seq\": 1,", fmt.Sprintf("\"seq\": %d,", seq), 1)
+	sum := crc32.Checksum([]byte(body), crc32.MakeTable(crc32.Castagnoli))
+	require.NoError(t, os.WriteFile(path, fmt.Appendf(nil, "%s  \"checksum\": \"crc32c:%08x\"\n}\n", body, sum), 0o600))
+}
+
+// A checkpoint at seq 2^64-1 (or anywhere at or above 2^63, which no
+// writer reaches by counting saves) is refused as corrupt, so that no save
+// after it wraps to seq 0, which would make the new file look older than
+// the one it replaced; once it is quarantined, saves start again. Before,
+// the file loaded and the next save wrote seq 0.
+func TestSeqAtTheTopIsRefused(t *testing.T) {
+	ctx := context.Background()
+	for _, seq := range []uint64{math.MaxUint64, 1 << 63} {
+		t.Run(strconv.FormatUint(seq, 10), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "state.json")
+			f, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithoutJournal())
+			require.NoError(t, err)
+			defer f.Close()
+			require.NoError(t, f.Save(ctx, checkpoint.Snapshot[string, string]{Entries: map[string]string{"a": "1"}}))
+			atSeq(t, path, seq)
+
+			_, err = f.Load(ctx)
+			require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+			assert.Contains(t, err.Error(), "at or above 2^63")
+			assert.Contains(t, err.Error(), "quarantine it")
+			err = f.Save(ctx, checkpoint.Snapshot[string, string]{Entries: map[string]string{"a": "2"}})
+			require.ErrorIs(t, err, checkpoint.ErrUnreadable, "no save over it")
+			_, err = f.Quarantine(ctx)
+			require.NoError(t, err)
+			require.NoError(t, f.Save(ctx, checkpoint.Snapshot[string, string]{Entries: map[string]string{"a": "2"}}))
+			s, err := f.Load(ctx)
+			require.NoError(t, err)
+			assert.NotZero(t, s.Meta.Seq)
+			assert.Less(t, s.Meta.Seq, uint64(1<<63), "counting on from this File's last save")
 		})
 	}
 }
