@@ -17,6 +17,11 @@
 // directory fsync and an advisory lock that can tell when its file was
 // removed.
 //
+// [OS] opens every existing file without following a symlink and without
+// blocking, and checks it (a regular file of this user's or root's, with
+// no hard link from outside its directory) before use; [CheckDir] checks a
+// directory; see safe.go. A simulated FS checks what it can.
+//
 // Temporary files are named by [TempName], and only [TempOf] recognises
 // them: the name is this module's, not a dependency's, so cleanup never
 // depends on another library's private naming.
