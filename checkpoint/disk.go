@@ -8,6 +8,8 @@ import (
 	"io"
 	"io/fs"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -71,7 +73,7 @@ func (d *disk) acquire(ctx context.Context, wait time.Duration) error {
 	backoff := time.Millisecond
 	var waiting lockWait
 	for {
-		lock, err := d.fs.TryLock(d.lock, d.mode)
+		lock, err := d.fs.TryLock(d.lock)
 		if err == nil {
 			d.held = lock
 			waiting.done(d)
@@ -123,8 +125,14 @@ func (w *lockWait) tell(d *disk, bound time.Duration) {
 	if bound > 0 {
 		limit = "at most " + bound.String()
 	}
+	h := fsys.LockHolder(d.fs, d.lock)
+	pid := h.PID
+	if pid == 0 {
+		pid = h.Recorded
+	}
 	d.log.Warn("waiting for the checkpoint's lock, held by another instance",
-		zap.String("path", d.path), zap.String("lockFile", d.lock), zap.String("holderPID", fsys.LockHolder(d.fs, d.lock)),
+		zap.String("path", d.path), zap.String("lockFile", d.lock), zap.String("holderPID", strconv.Itoa(pid)),
+		zap.String("holder", strings.TrimPrefix(h.String(), " by ")),
 		zap.Duration("waited", now.Sub(w.since)), zap.String("waiting", limit))
 }
 
@@ -135,10 +143,13 @@ func (w *lockWait) done(d *disk) {
 }
 
 // makeDir creates the checkpoint's directory and its missing parents (mode
-// 0700) and makes them durable. A new directory's entry lives in its
-// parent, which the save protocol never fsyncs: without this, a power cut
-// could take away a new directory, and with it the first checkpoint saved
-// into it, after Save returned.
+// 0700) and makes them durable, and then checks it (fsys.CheckDir: owned
+// by this user or root, writable by nobody else unless sticky), since
+// whoever may write it may plant a FIFO, a hard link or a symlink at any
+// name this package uses, or swap its files. A new directory's entry lives
+// in its parent, which the save protocol never fsyncs: without this, a
+// power cut could take away a new directory, and with it the first
+// checkpoint saved into it, after Save returned.
 func (d *disk) makeDir() error {
 	var missing []string // deepest first
 	for p := d.dir; ; p = filepath.Dir(p) {
@@ -162,14 +173,14 @@ func (d *disk) makeDir() error {
 			return err
 		}
 	}
-	return nil
+	return d.fs.CheckDir(d.dir)
 }
 
+// lockedError is the ErrLocked error of op, naming the holder: the
+// kernel's word first (/proc/locks), since the PID the lock file records
+// is whatever its last writer wrote.
 func (d *disk) lockedError(op string, cause error) error {
-	holder := ""
-	if pid := fsys.LockHolder(d.fs, d.lock); pid != "" {
-		holder = " by process " + pid
-	}
+	holder := fsys.LockHolder(d.fs, d.lock).String()
 	msg := fmt.Errorf("%w%s (lock file %s): another instance owns this checkpoint; stop it or wait for it to exit", ErrLocked, holder, d.lock)
 	if cause != nil {
 		msg = fmt.Errorf("%w (gave up: %w)", msg, cause)
@@ -213,7 +224,7 @@ func (d *disk) own(op string, last *onDisk) error {
 	if err := d.fs.SyncDir(filepath.Dir(d.dir)); err != nil {
 		return pathError(op+": fsync directory", filepath.Dir(d.dir), err)
 	}
-	lock, err := d.fs.TryLock(d.lock, d.mode)
+	lock, err := d.fs.TryLock(d.lock)
 	if errors.Is(err, fsys.ErrWouldBlock) {
 		return d.lockedError(op, errors.New("this File's lock file was removed, and another File has taken the lock at its path since"))
 	}

@@ -231,16 +231,39 @@
 //
 // # Security
 //
-// The checkpoint, its .prev copy, its journal and the lock file are
-// created 0600 (see WithFileMode), and a directory Open (or a save, after
-// the directory was removed) creates is 0700, because values may hold
-// secrets. Reads, the lock and the journal's appends open their files with
-// O_NOFOLLOW, temporary files are created with
+// The checkpoint, its .prev copy and its journal are created 0600 (see
+// WithFileMode), the lock file 0600 whatever WithFileMode says, and a
+// directory Open (or a save, after the directory was removed) creates is
+// 0700, because values may hold secrets.
+//
+// Whoever may write the directory may put a file of their own, with a
+// checksum that holds, in place of the checkpoint, so the directory is
+// checked: Open (and a save that creates it again) refuses, with ErrUnsafe
+// naming the fix (chmod go-w DIR), a directory that another user than the
+// process's or root owns, or that its group or others may write unless it
+// is sticky. The directories above it are not checked (Open logs a
+// warning for one others may write).
+//
+// Every file this package opens (the checkpoint, its journal, the lock
+// file, the command's reads of .prev and kept copies) is opened without
+// following a symlink and without blocking (O_NOFOLLOW|O_NONBLOCK: a FIFO
+// or a device at a name cannot hang Load, which no context can cancel in
+// open(2)), and checked with fstat before anything is read or written: a
+// regular file owned by the process's user or root, with no hard link from
+// outside its directory (the write protocol links .prev and kept copies
+// within it). Anything else is refused with ErrUnsafe, naming the path,
+// what was there and the fix. The lock file is created with O_EXCL; an
+// existing one is used only with no other name (so it is never truncated
+// through a hard link), and made 0600 (flock needs only read access: a
+// lock file others can read is a lock others can hold). ErrLocked names
+// the holder the kernel shows in /proc/locks, not only the PID the lock
+// file records, which its writer chose. Temporary files are created with
 // O_EXCL|O_NOFOLLOW, and saves replace the checkpoint by rename, which
 // replaces a symlink instead of following it: a symlink planted at any
-// name this package uses is reported or replaced, never followed. The
-// directory itself is trusted: its permissions are not checked, and it
-// must not be writable by other users.
+// name this package uses is reported or replaced, never followed.
+//
+// A seq at or above 2^63, in the file or a journal record, is ErrCorrupt:
+// no writer counts that far, and a save after 2^64-1 would wrap to 0.
 //
 // Errors and logs name paths, keys (as the file holds them), Go types,
 // field names and counts, never a value. The texts of encoding/json's

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"strings"
 
+	"github.com/phaseshift/phaseshift/internal/fsys"
 	"github.com/phaseshift/phaseshift/internal/jsonvalue"
 )
 
@@ -72,6 +73,19 @@ var (
 	// its directory, say) and another File has since taken the lock at the
 	// same path.
 	ErrLocked = errors.New("checkpoint is locked")
+
+	// ErrUnsafe is returned by Open, Load, Save, Commit and Quarantine
+	// when the checkpoint's directory, or what is at one of the names
+	// this package uses, is not what its own writes leave there: a
+	// directory that its group or others may write (unless it is
+	// sticky) or that another user owns; a FIFO, a device, a socket or a
+	// directory where a file should be; a file with a hard link from
+	// outside the directory; a file another user owns; a lock file with
+	// another name, or one root owns with a mode this process cannot make
+	// 0600. The message names the path, what was found there and the fix
+	// (chmod go-w DIR, rm FILE, ...); nothing is read from or written to
+	// such a file. See the package documentation's Security section.
+	ErrUnsafe = fsys.ErrUnsafe
 
 	// ErrClosed is returned by methods called after Close.
 	ErrClosed = errors.New("checkpoint is closed")

@@ -28,7 +28,9 @@ type File[K comparable, V any] struct {
 //
 // Open creates path's directory if it is missing (mode 0700, made durable
 // by an fsync of its parent, so that the first save survives a power cut),
-// takes an exclusive lock on path+".lock" for the life of the File, and
+// checks it (ErrUnsafe for a directory another user owns or others may
+// write; see the package documentation's Security section), takes an
+// exclusive lock on path+".lock" (mode 0600) for the life of the File, and
 // then removes the temporary files that a save of this checkpoint
 // interrupted by a crash left next to path (only those: another
 // checkpoint's, in the same directory, are left alone). If the lock file
@@ -37,7 +39,8 @@ type File[K comparable, V any] struct {
 // File has taken it.
 // When another File holds the lock, in this process or another, Open waits
 // until ctx is done (or the WithLockWait bound elapses) and returns an error
-// matching ErrLocked that names the path and, when it can, the holder's PID.
+// matching ErrLocked that names the path and, when it can, the holder's PID
+// (the kernel's, from /proc/locks, before the one the lock file records).
 //
 // Open reads nothing: call Load.
 func Open[K comparable, V any](ctx context.Context, path string, opts ...Option) (*File[K, V], error) {
@@ -71,7 +74,13 @@ func Open[K comparable, V any](ctx context.Context, path string, opts ...Option)
 		log:     cfg.logger,
 	}
 	if err := d.makeDir(); err != nil {
-		return nil, pathError("open: create directory", d.dir, err)
+		return nil, pathError("open: directory", d.dir, err)
+	}
+	if _, real := cfg.fs.(fsys.OS); real {
+		if above := fsys.WritableAbove(d.dir); above != "" {
+			cfg.logger.Warn("a directory above the checkpoint's may be written by other users, who could move the checkpoint's directory away and put another in its place: chmod go-w it, or keep the checkpoint elsewhere",
+				zap.String("path", path), zap.String("directory", above))
+		}
 	}
 	if err := d.acquire(ctx, cfg.lockWait); err != nil {
 		return nil, err

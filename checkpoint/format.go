@@ -267,7 +267,22 @@ func parseHeader(head []byte) (Meta, error) {
 	if m.Format < 1 {
 		return m, corrupt("format %d is not a checkpoint format", m.Format)
 	}
+	if m.Seq >= maxSeq {
+		return Meta{}, seqTooHigh(m.Seq)
+	}
 	return m, nil
+}
+
+// maxSeq bounds the seq a file or a journal record may have. Every save
+// counts one up; no writer gets to 2^63 (292,000 years at a million saves
+// a second), and a seq near 2^64 would wrap to 0 within a few saves,
+// making the next file look older than the last. So a higher seq is not
+// a count of saves: the file was crafted or damaged, and Load refuses it
+// (ErrCorrupt), which also keeps every save from wrapping.
+const maxSeq = 1 << 63
+
+func seqTooHigh(seq uint64) error {
+	return corrupt("seq %d is at or above 2^63, which no writer reaches by counting saves (and a save after 2^64-1 would wrap to 0): the file was crafted or damaged; quarantine it (package migrate's Restore does) and restore the state from legacy or from a kept copy (phaseshift restore-prev, restore-kept)", seq)
 }
 
 func newerFormat(format int) error {

@@ -440,6 +440,9 @@ func parseRecord(line []byte) (record, error) {
 	if len(j.SavedAt) > 0 && r.meta.SavedAt.UnmarshalJSON(j.SavedAt) != nil {
 		return r, errors.New("its savedAt is not an RFC 3339 time")
 	}
+	if max(r.seq, r.base) >= maxSeq {
+		return r, errors.New("its seq is at or above 2^63, which no writer reaches by counting saves (see maxSeq)")
+	}
 	return r, nil
 }
 

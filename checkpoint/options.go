@@ -114,10 +114,12 @@ func WithBootID(source func() (string, error)) Option {
 	})
 }
 
-// WithFileMode sets the permissions of the checkpoint, its .prev copy, its
-// journal and its lock file; 0600 by default, because values
-// may hold secrets. The directory, when Open creates it, is 0700. The mode
-// must be permission bits that let the owner read and write.
+// WithFileMode sets the permissions of the checkpoint, its .prev copy and
+// its journal; 0600 by default, because values may hold secrets. The lock
+// file is 0600 whatever the mode: flock needs only read access, so a lock
+// file others can read is a lock others can hold, keeping the daemon from
+// starting. The directory, when Open creates it, is 0700. The mode must be
+// permission bits that let the owner read and write.
 func WithFileMode(mode fs.FileMode) Option {
 	return optionFunc(func(c *config) error {
 		if mode&^fs.ModePerm != 0 || mode&0o600 != 0o600 {

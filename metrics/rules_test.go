@@ -187,13 +187,15 @@ func exportedMetrics(t *testing.T) map[string][]string {
 	c.Describe(ch)
 	close(ch)
 	// A Desc's String is the only way to read its parts: "Desc{fqName:
-	// "name", help: "...", constLabels: {}, variableLabels: [a b]}".
-	re := regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \[([^\]]*)\]`)
+	// "name", help: "...", constLabels: {}, variableLabels: [a b]}", or,
+	// from client_golang 1.20 (which the workspace's build list may
+	// select), "variableLabels: {a,b}".
+	re := regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: [\[{]([^\]}]*)[\]}]`)
 	out := map[string][]string{}
 	for d := range ch {
 		m := re.FindStringSubmatch(d.String())
 		require.NotNil(t, m, "unexpected Desc format: %s", d)
-		out[m[1]] = strings.Fields(m[2])
+		out[m[1]] = strings.FieldsFunc(m[2], func(r rune) bool { return r == ' ' || r == ',' })
 	}
 	require.Len(t, out, 21)
 	return out

@@ -17,6 +17,11 @@
 // directory fsync and an advisory lock that can tell when its file was
 // removed.
 //
+// [OS] opens every existing file without following a symlink and without
+// blocking, and checks it (a regular file of this user's or root's, with
+// no hard link from outside its directory) before use; [CheckDir] checks a
+// directory; see safe.go. A simulated FS checks what it can.
+//
 // Temporary files are named by [TempName], and only [TempOf] recognises
 // them: the name is this module's, not a dependency's, so cleanup never
 // depends on another library's private naming.
@@ -27,13 +32,11 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -82,9 +85,13 @@ type FS interface {
 	// SyncDir makes dir's entries durable (fsync of the directory).
 	SyncDir(dir string) error
 	// TryLock takes an exclusive advisory lock on name, creating it with
-	// perm, without waiting; it returns ErrWouldBlock when the lock is
-	// held. The lock lasts until it is unlocked or the process dies.
-	TryLock(name string, perm fs.FileMode) (Lock, error)
+	// mode 0600, without waiting; it returns ErrWouldBlock when the lock
+	// is held. The lock lasts until it is unlocked or the process dies.
+	// An existing lock file is opened only if it is a regular file of
+	// this process's user or root with no other name (an error wrapping
+	// ErrUnsafe otherwise), and is made 0600: anyone who can open it can
+	// hold it, and keep the daemon from starting.
+	TryLock(name string) (Lock, error)
 	// OpenAppend opens name for appending, without following a symlink.
 	// With create, name must not exist (fs.ErrExist otherwise) and is
 	// created with permissions exactly perm; without, it must exist
@@ -99,6 +106,10 @@ type FS interface {
 	// before it trusts that the file it follows is still the one it read
 	// or wrote, without reading the whole file.
 	Peek(name string, head, tail int) (first, last []byte, info fs.FileInfo, err error)
+	// CheckDir returns an error wrapping ErrUnsafe unless dir is a
+	// directory that only this process's user or root may write (see the
+	// function CheckDir).
+	CheckDir(dir string) error
 }
 
 // AppendFile is a file opened by [FS.OpenAppend]: every Write goes to its
@@ -163,27 +174,20 @@ var _ FS = OS{}
 // MkdirAll calls os.MkdirAll.
 func (OS) MkdirAll(dir string, perm fs.FileMode) error { return os.MkdirAll(dir, perm) }
 
-// ReadFile opens name with O_NOFOLLOW, so that a symlink planted where the
-// checkpoint should be is an error (ELOOP) rather than a redirection.
+// ReadFile opens name as openChecked does: without following a symlink
+// planted where the checkpoint should be (an error wrapping ELOOP rather
+// than a redirection), without blocking on a FIFO or a device, and
+// refusing (ErrUnsafe) what is not a regular file of this user's or
+// root's without a hard link from outside its directory.
 func (OS) ReadFile(name string) ([]byte, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	f, st, err := openChecked("open", name, unix.O_RDONLY, 0, false)
 	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: refusing to follow a symlink", err)}
-		}
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("not a regular file (mode %v)", fi.Mode())}
-	}
-	// Size the buffer from Stat so that a large checkpoint is read with one
-	// allocation; ReadFrom still copes if the file grew meanwhile.
-	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+bytes.MinRead))
+	// Size the buffer from the fstat so that a large checkpoint is read
+	// with one allocation; ReadFrom still copes if the file grew meanwhile.
+	buf := bytes.NewBuffer(make([]byte, 0, st.Size+bytes.MinRead))
 	if _, err := buf.ReadFrom(f); err != nil {
 		return nil, err
 	}
@@ -216,9 +220,9 @@ func (OS) Link(oldname, newname string) error { return os.Link(oldname, newname)
 // Remove calls os.Remove.
 func (OS) Remove(name string) error { return os.Remove(name) }
 
-// ReadDirNames lists dir.
+// ReadDirNames lists dir, opened with O_DIRECTORY (see openDir).
 func (OS) ReadDirNames(dir string) ([]string, error) {
-	d, err := os.Open(dir)
+	d, err := openDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +234,7 @@ func (OS) ReadDirNames(dir string) ([]string, error) {
 // once the directory itself is synced (rename(2) and fsync(2); raft's file
 // snapshot store and etcd's fileutil do the same; renameio does not).
 func (OS) SyncDir(dir string) error {
-	d, err := os.Open(dir)
+	d, err := openDir(dir)
 	if err != nil {
 		return err
 	}
@@ -241,24 +245,31 @@ func (OS) SyncDir(dir string) error {
 	return d.Close()
 }
 
+// CheckDir calls the function CheckDir.
+func (OS) CheckDir(dir string) error { return CheckDir(dir) }
+
 // OpenAppend opens name with O_APPEND|O_NOFOLLOW, and with create
 // O_CREAT|O_EXCL, setting the permissions to perm exactly, whatever the
-// umask, as CreateExcl does.
+// umask, as CreateExcl does. An existing file is opened and checked as
+// ReadFile's is (openChecked): a FIFO at the journal's name would block an
+// open for writing until a reader came.
 func (OS) OpenAppend(name string, perm fs.FileMode, create bool) (AppendFile, error) {
 	flag := os.O_WRONLY | os.O_APPEND | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	if create {
-		flag |= os.O_CREATE | os.O_EXCL
+	if !create {
+		f, _, err := openChecked("open", name, unix.O_WRONLY|unix.O_APPEND, 0, false)
+		if err != nil {
+			return nil, err
+		}
+		return osAppend{f}, nil
 	}
-	f, err := os.OpenFile(name, flag, perm)
+	f, err := os.OpenFile(name, flag|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return nil, err
 	}
-	if create {
-		if err := f.Chmod(perm); err != nil {
-			f.Close()
-			_ = os.Remove(name)
-			return nil, err
-		}
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		_ = os.Remove(name)
+		return nil, err
 	}
 	return osAppend{f}, nil
 }
@@ -277,19 +288,16 @@ func (f osAppend) Size() (int64, error) {
 // Lstat calls os.Lstat.
 func (OS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
 
-// Peek opens name as ReadFile does, with O_NOFOLLOW, and reads its two
-// ends with pread.
+// Peek opens name as ReadFile does (openChecked), and reads its two ends
+// with pread.
 func (OS) Peek(name string, head, tail int) (first, last []byte, info fs.FileInfo, err error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	f, _, err := openChecked("open", name, unix.O_RDONLY, 0, false)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	defer f.Close()
 	if info, err = f.Stat(); err != nil {
 		return nil, nil, nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, nil, nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("not a regular file (mode %v)", info.Mode())}
 	}
 	size := info.Size()
 	if first, err = readAt(f, 0, min(int64(head), size)); err != nil {
@@ -322,77 +330,4 @@ func SameFile(a, b fs.FileInfo) bool {
 		return s.SameFile(b)
 	}
 	return os.SameFile(a, b)
-}
-
-// TryLock takes flock(LOCK_EX|LOCK_NB) on name. flock locks belong to the
-// open file description, so a second TryLock in the same process conflicts
-// too, and the kernel drops the lock when the process dies, even by SIGKILL.
-// The holder's PID is written into the file for the error message of the
-// next one to try.
-func (OS) TryLock(name string, perm fs.FileMode) (Lock, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, ErrWouldBlock
-		}
-		return nil, &fs.PathError{Op: "flock", Path: name, Err: err}
-	}
-	// Best effort: the PID only decorates the error another process sees.
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	return &osLock{f: f, name: name}, nil
-}
-
-// osLock is a flock held through an open file.
-type osLock struct {
-	f    *os.File
-	name string
-}
-
-func (l *osLock) Unlock() error { return l.f.Close() }
-
-// Stale compares the locked file (fstat of the open descriptor) with what
-// is at the name now (lstat): a flock stays on the file it was taken on,
-// even once that file has no name left.
-func (l *osLock) Stale() (bool, error) {
-	held, err := l.f.Stat()
-	if err != nil {
-		return false, err
-	}
-	now, err := os.Lstat(l.name)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
-		return true, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return !os.SameFile(held, now), nil
-}
-
-// LockHolder returns the PID written into a lock file by TryLock, or "" if
-// it cannot be read.
-func LockHolder(fsys FS, name string) string {
-	b, err := fsys.ReadFile(name)
-	if err != nil || len(b) == 0 || len(b) > 32 {
-		return ""
-	}
-	s := string(b)
-	if s[len(s)-1] == '\n' {
-		s = s[:len(s)-1]
-	}
-	if _, err := strconv.Atoi(s); err != nil {
-		return ""
-	}
-	return s
 }

@@ -453,7 +453,7 @@ func (p *PowerFS) SyncDir(dir string) error {
 }
 
 // TryLock implements fsys.FS with an in-memory lock on the file's node.
-func (p *PowerFS) TryLock(name string, perm fs.FileMode) (fsys.Lock, error) {
+func (p *PowerFS) TryLock(name string) (fsys.Lock, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.step(); err != nil {
@@ -465,7 +465,7 @@ func (p *PowerFS) TryLock(name string, perm fs.FileMode) (fsys.Lock, error) {
 	}
 	n := d.entries[last]
 	if n == nil {
-		n = &node{perm: perm}
+		n = &node{perm: 0o600}
 		p.bind(p.nextSeq(), d, last, n)
 	}
 	if p.locked[n] {
@@ -531,6 +531,24 @@ func (p *PowerFS) OpenAppend(name string, perm fs.FileMode, create bool) (fsys.A
 		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.EISDIR}
 	}
 	return &powerFile{p: p, n: n, name: name}, nil
+}
+
+// CheckDir implements fsys.FS: a simulated tree has no owners, so only
+// the directory's mode is checked. It is not a step: it changes nothing
+// a power cut could undo.
+func (p *PowerFS) CheckDir(dir string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n, err := p.lookup("stat", dir)
+	switch {
+	case err != nil:
+		return err
+	case !n.dir:
+		return &fs.PathError{Op: "check directory", Path: dir, Err: fmt.Errorf("%w: it is not a directory", fsys.ErrUnsafe)}
+	case n.perm&0o022 != 0:
+		return &fs.PathError{Op: "check directory", Path: dir, Err: fmt.Errorf("%w: the directory is writable by its group or others (mode %#o): chmod go-w %s", fsys.ErrUnsafe, uint32(n.perm), dir)}
+	}
+	return nil
 }
 
 // Lstat implements fsys.FS.

@@ -41,9 +41,10 @@ import (
 //     quarantine, failed writes on either side and values that cannot be
 //     encoded; keys may.
 //
-// What is not: the directory is trusted, as package checkpoint documents
-// (its owner and mode, symlinks among its parents, and hard links planted
-// in it by its owner are not checked); a file someone else created keeps
+// What a hostile node plants (FIFOs, hard links, other users' files, a
+// directory others may write) is tested in checkpoint/security_test.go.
+// What is not checked: the directories above the checkpoint's (a warning
+// is logged); a file someone else created keeps
 // its own mode when it is kept as .prev or quarantined (it is linked, not
 // copied); a user's own UpgradeFunc error that quotes a value is the
 // user's to avoid (MarshalJSON and UnmarshalJSON errors are never shown:

@@ -27,12 +27,33 @@
 // to the checkpoint, where a pod that mounts the same hostPath (or
 // kubectl exec into the daemon's own pod) reaches it.
 //
-// Listen creates the socket owner-only (mode 0600, by binding it under a
-// temporary name and renaming it into place once its mode is set), and
-// replaces a socket a daemon that died left at the path, but nothing that
-// is not a socket. Each connection's peer is checked with SO_PEERCRED: a
-// process of the daemon's own user or root is served, any other refused
-// (and logged) before its request is read.
+// Listen first checks the socket's directory as checkpoint.Open checks
+// the checkpoint's: owned by the daemon's user or root, and writable by
+// nobody else unless it is sticky (an error matching [ErrUnsafe] that says
+// chmod go-w DIR otherwise): whoever may write it may put a socket of
+// their own, or a symlink, where the daemon's should be. It creates the
+// socket owner-only (mode 0600) by binding it in a new directory of its
+// own (mode 0700, beside the path), setting its mode there, where the
+// name can only be the socket it bound, and renaming it into place: no
+// name in the shared directory is ever chmodded. It replaces a socket a
+// daemon that died left at the path (one that refuses connections), but
+// refuses ([ErrInUse]) one that another process still serves, naming it,
+// and anything that is not a socket. Each connection's peer is checked
+// with SO_PEERCRED: a process of the daemon's own user or root is served,
+// any other refused (and logged) before its request is read.
+//
+// At most 4 requests are served at once; more are answered busy. A
+// request's slot is given back when its answer is ready, before the
+// status line that ends it is written, so that a client that waits for
+// one answer before it sends the next is never told busy because of its
+// own last request. The request must arrive within WithTimeout; a Delete
+// waits at most that long for its turn, and once a commit has taken it,
+// it runs to its end, and its outcome is answered (within a timeout of
+// its own): a delete that became durable is reported done, however long
+// its save took. A panic while answering (a MarshalJSON of the Store's key
+// or value type, the Store itself) is recovered and answered as a failure
+// naming its type, as package migrate recovers one in its writes; the
+// daemon goes on serving.
 //
 // # Protocol
 //
@@ -52,13 +73,18 @@
 // Keys and values are the JSON encoding/json gives the Store's K and V. A
 // key in a request must read back as itself: it is decoded into K, with
 // fields K lacks refused, and encoded again, and the two must be the same
-// JSON value; so a key typed by hand cannot quietly lose a field and name
-// another entry. get and delete find the entry as Store.Get finds it (with
-// the Store's Match, if it has one). The error codes are [CodeNoSuchKey],
-// [CodeBadKey], [CodeBadRequest], [CodeRefused], [CodeBusy], [CodeFailed]
-// and [CodeNoReport]; the [Client] turns them into errors matching
-// [ErrNoSuchKey], [ErrBadKey], [ErrRefused], [ErrNoReport] or a
-// [*RemoteError].
+// JSON value, and no object in it may have a field twice (encoding/json
+// would keep the last); so a key typed by hand cannot quietly lose a field
+// and name another entry. Numbers in keys are compared exactly, in time
+// linear in their length. get and delete find the entry as Store.Get
+// finds it (with the Store's Match, if it has one), and get answers with
+// the key the entry is stored under (Store.Key), which is what list shows:
+// with a Match, it may differ from the key asked for (a placeholder
+// network of an entry learned from legacy, say). The error codes are
+// [CodeNoSuchKey], [CodeBadKey], [CodeBadRequest], [CodeRefused],
+// [CodeBusy], [CodeFailed] and [CodeNoReport]; the [Client] turns them into
+// errors matching [ErrNoSuchKey], [ErrBadKey], [ErrRefused], [ErrNoReport]
+// or a [*RemoteError].
 //
 // # The restore's report
 //

@@ -3,6 +3,8 @@ package control
 import (
 	"errors"
 	"fmt"
+
+	"github.com/phaseshift/phaseshift/internal/fsys"
 )
 
 // The error codes of a status line (see the package documentation).
@@ -32,6 +34,18 @@ var (
 	// ErrInvalidOption is returned by Listen for an option with a bad
 	// value.
 	ErrInvalidOption = errors.New("invalid option")
+	// ErrUnsafe is returned by Listen when the socket's directory is
+	// owned by another user than the daemon's or root, or is writable by
+	// its group or others without being sticky: whoever may write it may
+	// put their own socket, or a symlink, in place of the daemon's. The
+	// message names the directory and the fix (chmod go-w DIR). It is
+	// checkpoint.ErrUnsafe.
+	ErrUnsafe = fsys.ErrUnsafe
+	// ErrInUse is returned by Listen when another process serves the
+	// socket at the path (it accepts a connection): two daemons of one
+	// checkpoint, or a path shared by mistake. The message names the
+	// process, by the kernel's SO_PEERCRED.
+	ErrInUse = errors.New("control socket in use")
 )
 
 // RemoteError is a status line with an error: what the daemon said.

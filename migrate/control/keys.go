@@ -18,6 +18,12 @@ func decodeKey[K comparable](raw json.RawMessage) (k K, canon []byte, err error)
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return k, nil, errors.New(`the request has no key: give {"op":"get","key":K}`)
 	}
+	// encoding/json keeps the last of a field given twice: such a key
+	// would read back as itself, and name another entry than the first.
+	var dup *jsonvalue.DuplicateFieldError
+	if _, err := jsonvalue.Decode(raw); errors.As(err, &dup) {
+		return k, nil, fmt.Errorf("the key has the field %q twice: give each field once", dup.Field)
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&k); err != nil {

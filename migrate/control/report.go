@@ -1,7 +1,6 @@
 package control
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -82,7 +81,7 @@ func asRestored[K comparable, V any](store Store[K, V], k K) bool {
 // list writes {"kind":"orphaned"|"diverged","key":K} for each of the
 // Report's entries still as restore left it; the status carries the
 // report's line.
-func (r *restoreReport[K, V]) list(w *bufio.Writer, store Store[K, V]) status {
+func (r *restoreReport[K, V]) list(emit func(line []byte), store Store[K, V]) status {
 	n := 0
 	for _, kind := range []struct {
 		name string
@@ -92,7 +91,7 @@ func (r *restoreReport[K, V]) list(w *bufio.Writer, store Store[K, V]) status {
 			if !asRestored(store, k.key) {
 				continue
 			}
-			_, _ = fmt.Fprintf(w, `{"kind":%q,"key":%s}`+"\n", kind.name, k.json)
+			emit(fmt.Appendf(nil, `{"kind":%q,"key":%s}`+"\n", kind.name, k.json))
 			n++
 		}
 	}
@@ -112,7 +111,7 @@ type pruned[K comparable] struct {
 // the Report still as restore left it, and writes
 // {"key":K,"pruned":bool,"reason":"..."} for each; the status counts the
 // deleted. A key that is not JSON of the Store's key type prunes nothing.
-func (r *restoreReport[K, V]) prune(ctx context.Context, w *bufio.Writer, store Store[K, V], raw []json.RawMessage, timeout time.Duration, log *zap.Logger) status {
+func (r *restoreReport[K, V]) prune(ctx context.Context, emit func(line []byte), store Store[K, V], raw []json.RawMessage, timeout time.Duration, log *zap.Logger) status {
 	if len(raw) == 0 {
 		return status{Status: "error", Code: CodeBadRequest, Error: `name the orphans to prune: {"op":"prune-orphans","keys":[K,...]}, with the keys the report request listed`}
 	}
@@ -161,7 +160,7 @@ func (r *restoreReport[K, V]) prune(ctx context.Context, w *bufio.Writer, store 
 			Pruned bool            `json:"pruned"`
 			Reason string          `json:"reason,omitempty"`
 		}{p.json, p.done, p.reason})
-		_, _ = w.Write(append(line, '\n'))
+		emit(append(line, '\n'))
 		if p.done {
 			n++
 			done = append(done, p.json)

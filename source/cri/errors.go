@@ -3,6 +3,9 @@ package cri
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
 )
 
 // Errors of NewLister and Reader: configuration mistakes.
@@ -91,12 +94,45 @@ type SandboxError struct {
 }
 
 // Error names the sandbox, and its pod when known, so that an operator can
-// find it with crictl inspectp.
+// find it with crictl inspectp. What the runtime sent (the IDs and names,
+// the message of its gRPC status) is bounded: see bounded.
 func (e *SandboxError) Error() string {
-	if e.Namespace != "" || e.Name != "" {
-		return fmt.Sprintf("sandbox %s (pod %s/%s): %v", e.ID, e.Namespace, e.Name, e.Err)
+	cause := fmt.Sprint(e.Err)
+	if len(cause) > maxCause {
+		cause = fmt.Sprintf("%s... (%d bytes)", strings.ToValidUTF8(cause[:maxCause], ""), len(cause))
 	}
-	return fmt.Sprintf("sandbox %s: %v", e.ID, e.Err)
+	if e.Namespace != "" || e.Name != "" {
+		return fmt.Sprintf("sandbox %s (pod %s/%s): %s", short(e.ID), short(e.Namespace), short(e.Name), cause)
+	}
+	return fmt.Sprintf("sandbox %s: %s", short(e.ID), cause)
+}
+
+const (
+	// maxQuoted is how much of a string the runtime returned an error
+	// quotes; maxCause how much of the message of the error it caused.
+	maxQuoted = 64
+	maxCause  = 512
+)
+
+// bounded quotes s, a string the runtime returned, for an error: whole
+// when it is at most maxQuoted bytes, and otherwise its first maxQuoted
+// bytes and its length. A runtime that sends a megabyte where an address
+// belongs must not make an error (and every Report and log line that
+// carries it, once per sandbox) as large.
+func bounded(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", s[:maxQuoted], len(s))
+}
+
+// short is s as it is when it is short and printable (a sandbox ID, a pod
+// name), and bounded otherwise.
+func short(s string) string {
+	if len(s) <= maxQuoted && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
+		return s
+	}
+	return bounded(s)
 }
 
 // Unwrap returns the cause, so errors.Is matches the sentinels above.

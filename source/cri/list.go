@@ -333,7 +333,9 @@ func sandboxIPs(n *runtimeapi.PodSandboxNetworkStatus) ([]netip.Addr, error) {
 		}
 		ip, err := netip.ParseAddr(s)
 		if err != nil {
-			return nil, fmt.Errorf("cri: %w: %q: %w", ErrInvalidIP, s, err)
+			// Neither s nor netip's error (which quotes s) goes into the
+			// error whole: the runtime's answer is of any size.
+			return nil, fmt.Errorf("cri: %w: %s", ErrInvalidIP, bounded(s))
 		}
 		if !slices.Contains(ips, ip) {
 			ips = append(ips, ip)

@@ -159,6 +159,20 @@ func TestSandboxes(t *testing.T) {
 		assert.Contains(t, err.Error(), "10.0.0.300")
 	})
 
+	// issue 34 item 9: before, the error quoted the address whole, twice
+	// (a 2 MiB error for 1 MiB of garbage, in Report.Errors and the log).
+	t.Run("a huge address is bounded in the error", func(t *testing.T) {
+		rt, srv := startRuntime(t, pod("a", "10.0.0.2"), pod("b", "10.0.0.3"))
+		garbage := strings.Repeat("\x1b[2J", 1<<20/4)
+		rt.SetIPs("b", "10.0.0.3", garbage)
+		got, err := dial(t, srv.Endpoint(), cri.WithMaxReceiveSize(16<<20)).Sandboxes(ctx)
+		assert.Equal(t, []string{"a"}, ids(got))
+		assert.ErrorIs(t, err, cri.ErrInvalidIP)
+		assert.Less(t, len(err.Error()), 1024, "the error's length")
+		assert.Contains(t, err.Error(), fmt.Sprintf("(%d bytes)", len(garbage)))
+		assert.NotContains(t, err.Error(), "\x1b", "quoted, not raw")
+	})
+
 	t.Run("nil fields in answers do not panic", func(t *testing.T) {
 		rt, srv := startRuntime(t,
 			pod("bare-status", "10.0.0.2"), pod("nil-status", "10.0.0.3"), pod("nil-namespaces", "10.0.0.4"),

@@ -80,7 +80,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "phaseshift: unknown verb %q: run phaseshift --help for the list\nusage: phaseshift VERB [flags] ARGS\n", args[0])
 		return exitUsage
 	}
-	e := &env{in: stdin, out: stdout, errOut: stderr}
+	// Everything a verb prints passes one filter (see printable).
+	out, errOut := newPrintable(stdout), newPrintable(stderr)
+	defer out.Flush()
+	defer errOut.Flush()
+	e := &env{in: stdin, out: out, errOut: errOut}
 	pos, err := parseFlags(newFlagSet(c, &e.json), args[1:])
 	if err == errHelp {
 		fmt.Fprint(stdout, verbHelp(c))

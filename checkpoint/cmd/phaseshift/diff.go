@@ -146,10 +146,10 @@ func printKeys(w io.Writer, title string, ents []diffEntry) {
 	for _, ent := range ents {
 		fmt.Fprintf(w, "  %s\n", ent.Key)
 		if ent.Value != nil {
-			fmt.Fprintf(w, "    value: %s\n", ent.Value)
+			fmt.Fprintf(w, "    value: %s\n", compactJSON(ent.Value))
 		}
 		if ent.A != nil {
-			fmt.Fprintf(w, "    A: %s\n    B: %s\n", ent.A, ent.B)
+			fmt.Fprintf(w, "    A: %s\n    B: %s\n", compactJSON(ent.A), compactJSON(ent.B))
 		}
 	}
 }

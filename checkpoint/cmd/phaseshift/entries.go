@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -138,9 +140,22 @@ func runGet(ctx context.Context, e *env, o *getOptions, args []string) error {
 	return w.Flush()
 }
 
-// writeEntry writes an entry as the file holds it, one JSON line.
+// writeEntry writes an entry as the file holds it, one JSON line, its
+// value compacted (see compactJSON).
 func writeEntry(w io.Writer, ent rawfile.Entry) {
-	fmt.Fprintf(w, "{\"key\":%s,\"value\":%s}\n", ent.Key, ent.Value)
+	fmt.Fprintf(w, "{\"key\":%s,\"value\":%s}\n", ent.Key, compactJSON(ent.Value))
+}
+
+// compactJSON returns v without the spaces between its tokens, which a
+// file written by hand (and resealed) may hold: the output filter
+// (printable) escapes a carriage return, which is whitespace to JSON only
+// outside a string, and a line of JSON must not hold a newline.
+func compactJSON(v json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	if json.Compact(&b, v) != nil {
+		return v // not JSON: Load would not have returned it
+	}
+	return b.Bytes()
 }
 
 func parseKey(s string) (rawfile.Key, error) {

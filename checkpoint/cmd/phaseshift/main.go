@@ -67,6 +67,15 @@
 //   - Error messages name paths, keys, counts, seqs and byte offsets, never
 //     values; list and get print values, because that is what they are
 //     asked for.
+//   - What it prints comes in part from the files it reads, which anyone
+//     who could write them may have crafted (the checksum is a CRC): every
+//     byte it writes, text and JSON, passes one filter that writes ESC and
+//     the other C0 controls but newline and tab, DEL, the C1 controls and
+//     the Unicode format characters as JSON \u escapes (invalid UTF-8 as
+//     \ufffd), so its JSON decodes to what the file holds and a terminal
+//     is never driven by it. A FIFO or a device at a file's name is
+//     reported, never opened for reading (it would hang the command).
+//   - A KEY with a field twice is refused: it names no one key.
 //   - gate knows what the Prometheus server knows: it waits for every
 //     target of --job that the server discovers, and a node the server
 //     does not discover blocks only through phaseshift:expected_nodes. It

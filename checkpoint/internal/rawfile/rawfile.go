@@ -27,18 +27,26 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/phaseshift/phaseshift/internal/jsonvalue"
 )
 
 // Key is an entry's key as the JSON text the file holds, compacted. It
 // reads back from its own JSON as itself, as checkpoint requires of keys.
 type Key string
 
-// ParseKey checks that s is one JSON value and returns it as a Key. Its
-// error never quotes s (an operator may paste a value by mistake).
+// ParseKey checks that s is one JSON value, with no object in it that has
+// a field twice (which would name no one key: encoding/json keeps the
+// last), and returns it as a Key. Its error never quotes s (an operator
+// may paste a value by mistake), only a field's name.
 func ParseKey(s string) (Key, error) {
 	var k Key
 	if err := k.UnmarshalJSON([]byte(s)); err != nil {
 		return "", err
+	}
+	var de *jsonvalue.DuplicateFieldError
+	if _, err := jsonvalue.Decode([]byte(k)); errors.As(err, &de) {
+		return "", fmt.Errorf("the key has the field %q twice: give each field once", de.Field)
 	}
 	return k, nil
 }

@@ -249,11 +249,11 @@ func (f *Faulty) SyncDir(dir string) error {
 }
 
 // TryLock implements fsys.FS.
-func (f *Faulty) TryLock(name string, perm fs.FileMode) (fsys.Lock, error) {
+func (f *Faulty) TryLock(name string) (fsys.Lock, error) {
 	if err := f.fault(OpLock, name); err != nil {
 		return nil, err
 	}
-	l, err := f.under().TryLock(name, perm)
+	l, err := f.under().TryLock(name)
 	if err != nil {
 		return nil, err
 	}
@@ -315,6 +315,14 @@ func (f *Faulty) OpenAppend(name string, perm fs.FileMode, create bool) (fsys.Ap
 		return nil, err
 	}
 	return &faultyAppend{faultyFile: faultyFile{File: file, f: f, target: name}, af: file}, nil
+}
+
+// CheckDir implements fsys.FS; it fails where a listing of dir would.
+func (f *Faulty) CheckDir(dir string) error {
+	if err := f.fault(OpReadDir, dir); err != nil {
+		return err
+	}
+	return f.under().CheckDir(dir)
 }
 
 // Lstat implements fsys.FS.
