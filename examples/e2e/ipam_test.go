@@ -108,8 +108,9 @@ func TestIPAMRestore(t *testing.T) {
 	assert.Contains(t, rep.Line, "left behind legacy: phase 0", "and marks the checkpoint, for phase 3 to refuse")
 
 	rep, got = n.restoreIPAM(ctx, t, state, "expand")
-	assert.Equal(t, "legacy", rep.ReadFrom, rep.Line)
+	assert.Equal(t, "checkpoint+legacy", rep.ReadFrom, "phase 0's checkpoint, marked, and CRI: %s", rep.Line)
 	assert.True(t, rep.Rewritten, rep.Line)
+	assert.NotContains(t, rep.Line, "left behind legacy", "phase 1 read CRI in full: the mark is cleared")
 	assert.Equal(t, pods, got, "phase 1 serves every pod CRI lists")
 	assert.FileExists(t, state)
 

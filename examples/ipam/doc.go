@@ -85,6 +85,11 @@
 //
 //	phaseshift delete /var/run/ipam.json '{"network":"demo-net","containerID":"c1","ifName":"eth0"}'
 //
+// It serves its restore's report there too (control.WithReport): phaseshift
+// report lists the keys its restore left orphaned or diverged, and
+// phaseshift prune-orphans deletes the orphans you confirm, without a key
+// typed by hand.
+//
 // # Caveats
 //
 //   - The allocator serialises ADDs and DELs and keeps one address per
