@@ -33,6 +33,7 @@ type slot[K comparable, V any] struct {
 	key     K
 	val     V
 	present bool
+	pos     int // the entry's index in overlay.order
 }
 
 // overlay is the committed state with a batch's changes on top, by
@@ -40,6 +41,9 @@ type slot[K comparable, V any] struct {
 type overlay[K comparable, V any] struct {
 	st      *state[K, V]
 	changed map[K]slot[K, V]
+	// order is the identities in changed, in the order they entered it:
+	// Tx.All walks them by index, so that it can tell which it has passed.
+	order []K
 	// mark is the batch's mark in the state's entry list once a Tx.All
 	// has run in it (0 before): every committed entry in changed carries
 	// it, for Tx.All to skip (see tx.go).
@@ -82,11 +86,16 @@ func (ov *overlay[K, V]) put(plans []plan[K, V]) {
 		if ov.mark != 0 {
 			ov.markEntry(p.op.id, ov.mark)
 		}
-		if p.op.del {
-			ov.changed[p.op.id] = slot[K, V]{}
-			continue
+		prev, ok := ov.changed[p.op.id]
+		if !ok {
+			prev.pos = len(ov.order)
+			ov.order = append(ov.order, p.op.id)
 		}
-		ov.changed[p.op.id] = slot[K, V]{key: p.op.key, val: p.op.val, present: true}
+		sl := slot[K, V]{pos: prev.pos}
+		if !p.op.del {
+			sl.key, sl.val, sl.present = p.op.key, p.op.val, true
+		}
+		ov.changed[p.op.id] = sl
 	}
 }
 
