@@ -17,9 +17,10 @@ import (
 // against it, an Update's function reads it through its Tx. A request that
 // fails on its own (its function returns an error or panics, a value cannot
 // be encoded, legacy refuses it) drops out before the next one runs, so
-// nothing later builds on it. Then one checkpoint save carries every
-// request that is left; if it fails, they all fail, and their legacy writes
-// are undone newest first.
+// nothing later builds on it. A legacy that is a source.BatchWriter instead
+// takes the changes of every request left in one Write; if it fails, they
+// all fail. Then one checkpoint save carries every request that is left; if
+// it fails, they all fail, and their legacy writes are undone newest first.
 
 // pending is a request of a batch that has passed its own checks, with its
 // plans.
@@ -124,6 +125,11 @@ func (ov *overlay[K, V]) changes(dst []checkpoint.Change[K, V]) []checkpoint.Cha
 
 func (s *Store[K, V]) writesLegacy() bool { return s.explicit != nil && s.cfg.Phase.WritesLegacy() }
 
+// batchesLegacy reports whether a commit writes legacy in one Write of a
+// source.BatchWriter, after every request is staged, rather than request
+// by request.
+func (s *Store[K, V]) batchesLegacy() bool { return s.batched != nil && s.writesLegacy() }
+
 func (s *Store[K, V]) writesCheckpoint() bool {
 	return s.cfg.Checkpoint != nil && s.cfg.Phase.WritesCheckpoint()
 }
@@ -149,9 +155,14 @@ func (s *Store[K, V]) commitBatch(ctx context.Context, batch []*request[K, V]) {
 			done = append(done, p)
 		}
 	}
-	if err := s.save(ctx, ov); err != nil {
-		s.fail(ctx, done, err)
-		done = nil
+	if len(done) > 0 && s.batchesLegacy() && !s.writeLegacyBatch(ctx, done) {
+		done = nil // the overlay is dropped with them
+	}
+	if len(done) > 0 {
+		if err := s.save(ctx, ov); err != nil {
+			s.fail(ctx, done, err)
+			done = nil
+		}
 	}
 	if len(done) > 0 {
 		s.stats.commits.Add(1)
@@ -165,8 +176,9 @@ func (s *Store[K, V]) commitBatch(ctx context.Context, batch []*request[K, V]) {
 	}
 }
 
-// stage runs r against the overlay and writes legacy for it. It returns r's
-// plans, now in the overlay, or nil with r.err set (or nothing to write).
+// stage runs r against the overlay and writes legacy for it (unless a
+// BatchWriter takes the whole commit afterwards). It returns r's plans, now
+// in the overlay, or nil with r.err set (or nothing to write).
 func (s *Store[K, V]) stage(ctx context.Context, ov *overlay[K, V], r *request[K, V]) *pending[K, V] {
 	ops := r.ops
 	if r.fn != nil {
@@ -189,7 +201,7 @@ func (s *Store[K, V]) stage(ctx context.Context, ov *overlay[K, V], r *request[K
 			return nil
 		}
 	}
-	if s.writesLegacy() {
+	if s.writesLegacy() && !s.batchesLegacy() {
 		if r.err = s.writeLegacy(ctx, plans); r.err != nil {
 			if wp := (*writerPanic)(nil); errors.As(r.err, &wp) {
 				r.panicked = wp.value
@@ -203,8 +215,20 @@ func (s *Store[K, V]) stage(ctx context.Context, ov *overlay[K, V], r *request[K
 
 // fail marks every request of a batch whose save failed, and undoes their
 // legacy writes, newest first: each was planned on top of those before it.
+// A BatchWriter takes the undo of all of them in one Write.
 func (s *Store[K, V]) fail(ctx context.Context, done []*pending[K, V], err error) {
 	s.log.Warn("checkpoint write failed", zap.Int("writes", len(done)), zap.Error(err))
+	if s.batchesLegacy() {
+		uerr := s.undoLegacyBatch(ctx, done)
+		for _, w := range done {
+			w.req.err = fmt.Errorf("migrate: %w: %w", ErrCheckpointWrite, err)
+			if uerr != nil {
+				w.req.err = outcomeUnknown(w.req.err, "legacy may hold it", uerr)
+				s.stray(w.plans)
+			}
+		}
+		return
+	}
 	for i := len(done) - 1; i >= 0; i-- {
 		w := done[i]
 		w.req.err = fmt.Errorf("migrate: %w: %w", ErrCheckpointWrite, err)

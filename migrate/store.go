@@ -63,6 +63,7 @@ type Store[K comparable, V any] struct {
 	equal    func(a, b V) bool
 	merge    func(K, V, V) V
 	explicit source.Writer[K, V]        // the legacy writer, or nil if legacy takes no explicit writes
+	batched  source.BatchWriter[K, V]   // the legacy writer again when it takes a commit at once, or nil
 	commit   checkpoint.Committer[K, V] // the checkpoint's Commit, or nil
 	bootID   string
 	meta     checkpoint.Meta // what every save records
@@ -125,7 +126,12 @@ func New[K comparable, V any](cfg Config[K, V]) (*Store[K, V], error) {
 		s.equal = func(a, b V) bool { return reflect.DeepEqual(a, b) }
 	}
 	if w, ok := cfg.Legacy.(source.Writer[K, V]); ok {
-		s.explicit = countingWriter[K, V]{w: w, c: &s.stats}
+		cw := countingWriter[K, V]{w: w, c: &s.stats}
+		if b, ok := w.(source.BatchWriter[K, V]); ok {
+			cw.b = b
+			s.batched = cw
+		}
+		s.explicit = cw
 	}
 	if s.merge == nil {
 		s.merge = PreferLegacy[K, V] // see Config.Merge
@@ -280,10 +286,16 @@ func (s *Store[K, V]) Close() error {
 	return nil
 }
 
-// countingWriter counts the writes a Store makes to legacy, for Stats.
+// countingWriter counts the writes a Store makes to legacy, for Stats: each
+// call of Put, Delete or Write is one.
 type countingWriter[K comparable, V any] struct {
 	w source.Writer[K, V]
+	b source.BatchWriter[K, V] // w, when it is one; nil otherwise
 	c *counters
+}
+
+func (cw countingWriter[K, V]) Write(ctx context.Context, changes []source.Change[K, V]) error {
+	return cw.count(cw.b.Write(ctx, changes))
 }
 
 func (cw countingWriter[K, V]) Put(ctx context.Context, key K, value V) error {

@@ -256,7 +256,8 @@ func (s *Store[K, V]) runTx(ov *overlay[K, V], r *request[K, V]) (ops []op[K, V]
 // one save, so a crash leaves all of them or none there; a legacy the Store
 // writes takes one write per key, so a crash between those writes can
 // leave part of the Update in legacy (a failure, unlike a crash, is
-// undone). The context is honoured as Put says: once a commit has taken
+// undone), unless it is a source.BatchWriter, which takes the commit in one
+// Write. The context is honoured as Put says: once a commit has taken
 // the Update, fn runs and the outcome is Update's answer.
 func (s *Store[K, V]) Update(ctx context.Context, fn func(tx *Tx[K, V]) error) error {
 	if fn == nil {
