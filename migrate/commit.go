@@ -56,6 +56,10 @@ func (ov *overlay[K, V]) lookup(id K) (K, V, bool) {
 	if sl, ok := ov.changed[id]; ok {
 		return sl.key, sl.val, sl.present
 	}
+	if ov.st.ids == nil {
+		v, ok := ov.st.vals[id] // one lookup: Replace makes one per entry
+		return id, v, ok
+	}
 	k, ok := ov.st.lookup(id)
 	return k, ov.st.vals[k], ok
 }
@@ -181,8 +185,13 @@ func (s *Store[K, V]) commitBatch(ctx context.Context, batch []*request[K, V]) {
 // in the overlay, or nil with r.err set (or nothing to write).
 func (s *Store[K, V]) stage(ctx context.Context, ov *overlay[K, V], r *request[K, V]) *pending[K, V] {
 	ops := r.ops
-	if r.fn != nil {
+	switch {
+	case r.fn != nil:
 		if ops, r.err = s.runTx(ov, r); r.err != nil {
+			return nil
+		}
+	case r.snapshot:
+		if ops, r.err = s.replaceOps(ov, r.entries); r.err != nil {
 			return nil
 		}
 	}

@@ -17,7 +17,7 @@ type Stats struct {
 	Phase   Phase
 	Entries int // entries served now
 
-	// Writes that returned nil, by kind (Updates includes DeleteFunc).
+	// Writes that returned nil, by kind (Updates includes DeleteFunc and Replace).
 	Puts, Deletes, Updates uint64
 	// Writes that returned an error: the Store was closed or not restored,
 	// the context ended before a commit took them, their function failed,

@@ -41,7 +41,7 @@ func (o Origin) String() string {
 //
 // All methods are safe for concurrent use. Reads (Get, All, Len, Origin)
 // see committed state only and never wait for a write in progress. Writes
-// (Put, Delete, Update) from many goroutines are group-committed: one
+// (Put, Delete, Update, Replace) from many goroutines are group-committed: one
 // checkpoint save carries the changes that queued while the previous save
 // ran (up to 1,024), and each caller returns when its own change is
 // durable.
@@ -61,6 +61,7 @@ type Store[K comparable, V any] struct {
 	log      *zap.Logger
 	match    func(K) K
 	equal    func(a, b V) bool
+	same     func(a, b V) bool // whether Replace leaves a value as it is
 	merge    func(K, V, V) V
 	explicit source.Writer[K, V]        // the legacy writer, or nil if legacy takes no explicit writes
 	batched  source.BatchWriter[K, V]   // the legacy writer again when it takes a commit at once, or nil
@@ -122,6 +123,7 @@ func New[K comparable, V any](cfg Config[K, V]) (*Store[K, V], error) {
 		s.log = zap.NewNop()
 	}
 	s.log = s.log.With(zap.Stringer("phase", cfg.Phase))
+	s.same = sameValue[V]()
 	if s.equal == nil {
 		s.equal = func(a, b V) bool { return reflect.DeepEqual(a, b) }
 	}

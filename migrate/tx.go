@@ -17,7 +17,7 @@ import (
 // call the Store's read methods (Get, All, Len, Key, Origin), but those see
 // committed state only, which may lag behind what the Tx sees: read through
 // the Tx. It must not call the Store's write methods (Put, Delete, Update,
-// DeleteFunc), Restore or Close: they wait for the commit that is running
+// DeleteFunc, Replace), Restore or Close: they wait for the commit that is running
 // the function, which waits for them, until their context is done.
 type Tx[K comparable, V any] struct {
 	s    *Store[K, V]
