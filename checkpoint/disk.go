@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
 	"github.com/phaseshift/phaseshift/internal/fsys"
@@ -29,8 +31,30 @@ type disk struct {
 	log     *zap.Logger
 	held    fsys.Lock // the lock on path+".lock"; nil once released
 	// seen is the checkpoint this File last read or wrote at path, or
-	// nil: a journal is appended to only while it is still there.
+	// nil: a journal is appended to only while it is still there. ends
+	// are its first bytes up to the end of its header (Seq and SavedAt
+	// included) and its checksum line: a file written over in place (cp
+	// of .prev onto it, an editor, a truncation) keeps its inode, but not
+	// these.
 	seen fs.FileInfo
+	ends fileEnds
+}
+
+// fileEnds are the bytes at the two ends of a checkpoint file that tell
+// one save from another: the header, which holds the save's Seq and
+// SavedAt, and the trailer, which holds the checksum of everything.
+type fileEnds struct{ head, tail []byte }
+
+// endsOf returns the ends of data, a whole checkpoint file (copies: data
+// may be a buffer reused by the next save).
+func endsOf(data []byte) fileEnds {
+	head := len(data)
+	if i := bytes.Index(data, []byte(entriesStart)); i >= 0 {
+		head = i
+	}
+	head = min(head, 4<<10) // a header is short; a file without one is not appended to
+	tail := min(trailerLen, len(data))
+	return fileEnds{head: bytes.Clone(data[:head]), tail: bytes.Clone(data[len(data)-tail:])}
 }
 
 func (d *disk) name() string { return d.path }
@@ -278,7 +302,7 @@ func (d *disk) read() ([]byte, error) {
 	data, err := d.fs.ReadFile(d.path)
 	d.seen = nil
 	if err == nil && serr == nil {
-		d.seen = seen // nil on failure: the next commit rewrites the file
+		d.seen, d.ends = seen, endsOf(data) // nil on failure: the next commit rewrites the file
 	}
 	return data, err
 }
@@ -313,6 +337,7 @@ func (d *disk) replace(data []byte, last onDisk) error {
 	}
 	if d.appends {
 		d.seen, _ = d.fs.Lstat(d.path)
+		d.ends = endsOf(data)
 	}
 	// The rename is atomic but not durable until the directory is
 	// synced: a power cut could bring the old entry back. renameio stops
@@ -515,15 +540,8 @@ func (d *disk) appendJournal(rec []byte, at int64, last onDisk) error {
 	if err := d.own("save", &last); err != nil {
 		return err
 	}
-	fi, err := d.fs.Lstat(d.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return errRewrite
-	}
-	if err != nil {
-		return pathError("commit: journal: stat checkpoint", d.path, err)
-	}
-	if d.seen == nil || !fsys.SameFile(fi, d.seen) {
-		return errRewrite // replaced (a .prev copied back by hand, say): the records would follow another file
+	if err := d.stillFollowed(); err != nil {
+		return err
 	}
 	f, err := d.fs.OpenAppend(d.journal, d.mode, at == 0)
 	if (at == 0 && errors.Is(err, fs.ErrExist)) || (at > 0 && errors.Is(err, fs.ErrNotExist)) {
@@ -564,6 +582,35 @@ func (d *disk) appendJournal(rec []byte, at int64, last onDisk) error {
 			_ = d.fs.Remove(d.journal)
 			return pathError("commit: journal fsync directory", d.dir, err)
 		}
+	}
+	return nil
+}
+
+// stillFollowed returns nil if the checkpoint at the path is the file this
+// File last read or wrote, which the journal's records follow, and
+// errRewrite if it is not: removed, replaced by another file (a rename of
+// a copy over it), or written over in place (cp of .prev onto it, which
+// keeps the inode; a truncation; an editor that writes in place). Records
+// appended after any of these would follow a file that is no longer
+// there, and the next Load would refuse the journal as corrupt, with every
+// commit since: the whole file is written from memory instead, as
+// WithoutJournal does at every commit. The check reads the file's two ends
+// through one open (its header holds the save's Seq and SavedAt, its
+// trailer the checksum of everything), not the whole file.
+func (d *disk) stillFollowed() error {
+	if d.seen == nil {
+		return errRewrite
+	}
+	head, tail, fi, err := d.fs.Peek(d.path, len(d.ends.head), len(d.ends.tail))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ELOOP) {
+		return errRewrite
+	}
+	if err != nil {
+		return pathError("commit: journal: read checkpoint", d.path, err)
+	}
+	if !fsys.SameFile(fi, d.seen) || fi.Size() != d.seen.Size() || !fi.ModTime().Equal(d.seen.ModTime()) ||
+		!bytes.Equal(head, d.ends.head) || !bytes.Equal(tail, d.ends.tail) {
+		return errRewrite
 	}
 	return nil
 }

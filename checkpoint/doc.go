@@ -130,8 +130,11 @@
 //     the journal
 //     takes these steps: it checks that the lock is still this File's
 //     (as a save does), that the checkpoint the journal follows is still
-//     at its path and that the journal is as long as this File left it
-//     (if the file was replaced or the journal is shorter or gone, the
+//     at its path as this File left it (the same inode, size and mtime,
+//     and the same header and checksum line: a cp of .prev onto it, which
+//     keeps the inode, is caught too) and that the journal is as long as
+//     this File left it (if the file was replaced or written over, or the
+//     journal is shorter or gone, the
 //     commit writes the whole file instead; if the journal is longer,
 //     another File appended to it, and the commit refuses with
 //     ErrUnreadable until a Load); it opens the
@@ -160,8 +163,11 @@
 //     replay to is held to the file's rules (schema upgrades, unknown
 //     fields, WithValidate): an entry of it that cannot be read is a bad
 //     entry whose older value in the file is not served either, while a
-//     value a later line replaced or deleted is history and is not judged
-//     (a delete removes its entry without upgrading the value it carries).
+//     value a later line replaced or deleted is history and is not judged,
+//     neither by WithValidate and the upgrades nor for fields the types
+//     lack (a delete removes its entry without upgrading the value it
+//     carries): a journal loads exactly when the same state compacted
+//     would.
 //   - Compaction never replays a commit twice or loses one. A compaction
 //     is a save (temporary file, fsync, rename, fsync of the directory)
 //     of the whole state with the next Seq, after which the journal is
@@ -294,5 +300,7 @@
 //     journal (the default) .prev is the file before the last compaction
 //     or Save, and lacks every commit since; restore-prev moves the
 //     journal aside with the file it replaces, where a cp would leave a
-//     journal that follows another file (ErrCorrupt).
+//     journal that follows another file (ErrCorrupt), and marks the file
+//     it puts back behind (Meta.Behind), so that package migrate's phase 3
+//     refuses it and phases 1 and 2 rebuild it from legacy.
 package checkpoint

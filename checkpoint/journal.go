@@ -186,7 +186,7 @@ func (c *core[K, V]) appendCommit(m Meta) (bool, error) {
 	}
 	err := c.be.appendJournal(c.rec, c.jlen, c.onDisk())
 	if errors.Is(err, errRewrite) {
-		c.cfg.logger.Warn("the checkpoint or its journal is not as this File left it (removed?); this commit writes the whole checkpoint",
+		c.cfg.logger.Warn("the checkpoint or its journal is not as this File left it (removed, replaced, or written over in place?); this commit writes the whole checkpoint",
 			zap.String("path", c.be.name()))
 		c.jdirty, c.jmay = true, true
 		return false, nil
@@ -521,9 +521,7 @@ func replay[K comparable, V any](data []byte, name string, r *decodeResult[K, V]
 			return rp, err
 		}
 		if rec.base == file.Seq {
-			if err := ap.apply(rec); err != nil {
-				return rp, err
-			}
+			ap.apply(rec)
 			rp.records++
 			rp.last = &rec
 		} else {
@@ -532,8 +530,7 @@ func replay[K comparable, V any](data []byte, name string, r *decodeResult[K, V]
 		off = next
 		rp.valid = int64(off)
 	}
-	ap.done()
-	return rp, nil
+	return rp, ap.done()
 }
 
 // check applies the rules that tie a record to the file and to the records
@@ -578,7 +575,7 @@ func newApplier[K comparable, V any](r *decodeResult[K, V], cfg *config, enc *en
 }
 
 // apply applies one record's ops, in order.
-func (a *applier[K, V]) apply(rec record) error {
+func (a *applier[K, V]) apply(rec record) {
 	for _, op := range rec.ops {
 		i := a.index
 		a.index++
@@ -597,11 +594,7 @@ func (a *applier[K, V]) apply(rec record) error {
 		default:
 			a.r.bad = append(a.r.bad, EntryError{Index: i, Err: errors.New("a change that is neither {\"key\":...,\"value\":...} nor {\"delete\":...}")})
 		}
-		if len(a.unknown) > 0 {
-			return &unknownFieldsError{first: a.unknown[0], count: len(a.unknown), total: a.index}
-		}
 	}
-	return nil
 }
 
 // put stores the entry of line, as the file's decode would have read it.
@@ -699,18 +692,26 @@ func (a *applier[K, V]) settle(i int, line []byte) {
 	a.settled[string(rawKeyJSON(line))] = i
 }
 
-// done drops from the bad entries those a later change settled: only the
-// state the journal replays to is held to the file's rules (a record that
-// put a value WithValidate rejects, which a later record replaced, is
-// history, as a value the file once held is).
-func (a *applier[K, V]) done() {
-	if len(a.settled) == 0 || len(a.r.bad) == 0 {
-		return
-	}
-	a.r.bad = slices.DeleteFunc(a.r.bad, func(e EntryError) bool {
+// done drops from the bad entries, and from those with fields the types
+// lack, the ones a later change settled: only the state the journal
+// replays to is held to the file's rules (a record that put a value
+// WithValidate rejects, or one with a field a newer build added, which a
+// later record replaced or deleted, is history, as a value the file once
+// held is). An entry of that state with unknown fields fails the replay
+// with ErrNewerSchema.
+func (a *applier[K, V]) done() error {
+	history := func(e EntryError) bool {
 		last, ok := a.settled[e.raw]
 		return ok && last > e.Index
-	})
+	}
+	if len(a.settled) > 0 {
+		a.r.bad = slices.DeleteFunc(a.r.bad, history)
+		a.unknown = slices.DeleteFunc(a.unknown, history)
+	}
+	if len(a.unknown) > 0 {
+		return &unknownFieldsError{first: a.unknown[0], count: len(a.unknown), total: a.index}
+	}
+	return nil
 }
 
 // decodeLine decodes an entry line as the file's decode does: upgraded

@@ -522,7 +522,7 @@ func TestJournalAppendFaults(t *testing.T) {
 		{fsystest.ShortWrite, "journal write", nil},
 		{fsystest.OpFsync, "journal fsync", syscall.EIO},
 		{fsystest.OpClose, "journal close", syscall.EIO},
-		{fsystest.OpExists, "stat checkpoint", syscall.EACCES},
+		{fsystest.OpRead, "read checkpoint", syscall.EACCES},
 	} {
 		for _, first := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/%v/first=%v", fault.op, fault.err, first), func(t *testing.T) {
@@ -535,7 +535,7 @@ func TestJournalAppendFaults(t *testing.T) {
 					delete(want, key("c000"))
 				}
 				target := path + ".journal"
-				if fault.op == fsystest.OpExists {
+				if fault.op == fsystest.OpRead {
 					target = path
 				}
 				faulty.Fail(fault.op, target, fault.err, 1)

@@ -237,3 +237,52 @@ func TestUpgradeOutputWithUnknownFields(t *testing.T) {
 		assert.Equal(t, map[string]vmV1{"vm-1": {Name: "a"}}, s.Entries)
 	}
 }
+
+// TestJournalHistoryWithUnknownFieldsIsNotJudged attacks "a value a later
+// line replaced or deleted is history and is not judged" for fields the
+// older binary's types lack: a newer build (same schema) set a new
+// omitempty field on "vm-1", then replaced or deleted it, in its journal.
+// The older build must load the state the journal replays to, as it loads
+// the same state compacted (found on main: ErrNewerSchema naming vm-1, so
+// whether a rollback worked depended on when the journal was last folded).
+// A field still set in the state replayed is a newer schema, as ever.
+func TestJournalHistoryWithUnknownFieldsIsNotJudged(t *testing.T) {
+	ctx := context.Background()
+	ip := netip.MustParseAddr("10.0.0.1")
+	withToken := vmV2{Name: "one", Net: netV2{IP: ip}, Token: "t0k3n"}
+	plain := vmV2{Name: "one", Net: netV2{IP: ip}}
+	for _, tc := range []struct {
+		name    string
+		changes []checkpoint.Change[string, vmV2]
+		want    map[string]vmV1 // nil: ErrNewerSchema
+	}{
+		{"replaced", []checkpoint.Change[string, vmV2]{{Key: "vm-1", Value: withToken}, {Key: "vm-1", Value: plain}},
+			map[string]vmV1{"vm-0": {Name: "zero"}, "vm-1": {Name: "one", Net: netV1{IP: ip}}}},
+		{"deleted", []checkpoint.Change[string, vmV2]{{Key: "vm-1", Value: withToken}, {Key: "vm-1", Delete: true}},
+			map[string]vmV1{"vm-0": {Name: "zero"}}},
+		{"still set", []checkpoint.Change[string, vmV2]{{Key: "vm-1", Value: plain}, {Key: "vm-1", Value: withToken}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "vm.json")
+			newer, err := checkpoint.Open[string, vmV2](ctx, path)
+			require.NoError(t, err)
+			require.NoError(t, newer.Save(ctx, checkpoint.Snapshot[string, vmV2]{Entries: map[string]vmV2{"vm-0": {Name: "zero"}}}))
+			for _, ch := range tc.changes { // one record each
+				require.NoError(t, newer.Commit(ctx, checkpoint.Meta{Phase: "contract"}, []checkpoint.Change[string, vmV2]{ch}))
+			}
+			require.NoError(t, newer.Close())
+			require.FileExists(t, path+".journal", "the history is in the journal, not compacted")
+
+			older, err := checkpoint.Open[string, vmV1](ctx, path)
+			require.NoError(t, err)
+			defer older.Close()
+			s, err := older.Load(ctx)
+			if tc.want == nil {
+				require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, s.Entries)
+		})
+	}
+}

@@ -97,6 +97,17 @@ type Config[K comparable, V any] struct {
 	// whole values, means reflect.DeepEqual.
 	Equal func(a, b V) bool
 
+	// Unique returns the parts of a value that no two entries may hold at
+	// once: an allocator's addresses. Restore then takes a part held by
+	// two entries as evidence of which one is stale (rule 22): an entry
+	// legacy lists is live, one it does not list is not, and of two that
+	// legacy lists, the one the checkpoint also holds was acknowledged
+	// since; phase 3 refuses a checkpoint that an entry legacy lists
+	// contradicts this way (rule 10). Nil: Restore knows nothing of what
+	// values may share, and serves what the rules say. Restore only: a
+	// write is the allocator's own business. The parts are never logged.
+	Unique func(V) []string
+
 	// Strict makes Restore fail, before it changes anything, on anything it
 	// cannot read, in every phase (rule 2). By default Restore moves an
 	// unreadable checkpoint aside where another copy of the state is

@@ -84,9 +84,17 @@
 //     with VolatileLegacy, phases 1 and 2 only over a checkpoint behind
 //     legacy, and phase 0 over one it cannot use or that is behind).
 //  7. A checkpoint whose Meta.Behind is set is behind legacy (Report.Stale
-//     says why): a phase-0 run, which writes legacy only, came after it, or
-//     a run that could not read legacy in full (rule 26). A file written
-//     before Meta.Behind existed says the first by its phase alone.
+//     says why): a phase-0 run, which writes legacy only, came after it, a
+//     run that could not read legacy in full (rule 26), or it lacks
+//     acknowledged commits (phaseshift restore-prev marks the file it puts
+//     back so: it is the file before the last compaction). A file written
+//     before Meta.Behind existed says the first by its phase alone. In
+//     phase 2, a checkpoint that lacks an entry an implicit legacy lists
+//     is behind legacy too: CRI lists a sandbox only once its ADD was
+//     acknowledged, and phases 1 to 3 acknowledge only what the checkpoint
+//     holds, so a run that does not write the checkpoint (the old binary,
+//     which leaves no mark) came after it, and may have deleted what the
+//     checkpoint still holds and handed its address on.
 //  8. Phase 1, where legacy decides (rule 13), also reports an existing
 //     checkpoint that differs from what it builds (Report.Stale): a phase-0
 //     run of the old binary, or a crash, came after it.
@@ -96,9 +104,15 @@
 //  9. A checkpoint written by phase 3, which does not write legacy, makes
 //     an explicit legacy stale (Report.LegacyStale): a phase that writes
 //     legacy serves the checkpoint and rewrites legacy to match it. If
-//     either side cannot be read in full, Restore fails (ErrUnsafeRestore).
+//     either side cannot be read in full, or the checkpoint is behind
+//     legacy too (rule 7: a file phaseshift restore-prev put back, which
+//     lacks every commit after it), Restore fails (ErrUnsafeRestore):
+//     neither side holds every acknowledged write.
 //  10. Phase 3 refuses a checkpoint behind legacy (ErrStale): only legacy
-//     has what the run that marked it did.
+//     has what the run that marked it did. With Config.Unique it also
+//     refuses one that an entry legacy lists contradicts (an entry it
+//     lacks holding a part of the value of one it holds that legacy does
+//     not list: the old binary ran since); phase 2 once resolves both.
 //  11. With VolatileLegacy, phases 1 and 2 (and phase 0 with a checkpoint it
 //     can use) serve the checkpoint with whatever legacy holds, and refill
 //     legacy, even when the listing failed. Over a checkpoint behind legacy
@@ -158,7 +172,15 @@
 //     write), otherwise the least key in the order of its text. The others
 //     are reported (Report.Errors) and, in the phases that write an
 //     explicit legacy, deleted from it (rule 23), so that a later write to
-//     the entry always wins.
+//     the entry always wins. Likewise, with Config.Unique, two served
+//     entries whose values share a part (an address) cannot both be live:
+//     the one legacy lists outranks one it does not list, and of two it
+//     lists, the one the checkpoint holds outranks the other (a DEL the
+//     runtime has not finished); the outranked one is dropped
+//     (Report.Dropped, and deleted from an explicit legacy in the phases
+//     that write it). Where neither side can tell, both are served and
+//     reported (Report.Errors). Not in phase 0, nor with VolatileLegacy,
+//     nor when legacy could not be listed.
 //
 // Repairing the sides, in this order:
 //

@@ -57,11 +57,16 @@ func (s *Store[K, V]) restore(ctx context.Context, r *Report[K]) (state[K, V], e
 	}
 	s.dedupe(in.ck.entries, nil, "checkpoint", r)
 	in.lg.dupes = s.dedupe(in.lg.entries, in.ck.entries, "legacy", r)
+	s.judgeMissedWrites(&in, r)
 	b, err := s.chooseBasis(&in)
 	if err != nil {
 		return state[K, V]{}, err
 	}
+	held := s.heldIDs(&in) // before build, which may adopt the checkpoint's map
 	out := s.build(b, &in, r)
+	if err := s.resolveUnique(&in, held, &out, r); err != nil {
+		return state[K, V]{}, err
+	}
 	if err := s.repair(ctx, b, &in, &out, r); err != nil {
 		return state[K, V]{}, err
 	}

@@ -27,6 +27,9 @@ var (
 	// contractC is a checkpoint phase 3 wrote after legacy stopped being
 	// written: e is only there.
 	contractC = map[string]int{"a": 1, "b": 2, "c": 3, "e": 5}
+	// orphanC holds every entry legacy lists, b with another value, and d,
+	// which legacy lacks: an orphan for an implicit legacy.
+	orphanC = map[string]int{"a": 1, "b": 20, "c": 3, "d": 4}
 )
 
 // want is what one restore must do.
@@ -168,11 +171,12 @@ func staleByContent(p migrate.Phase, explicit bool, w want) want {
 		w.dropped, w.stale = []string{"d"}, true
 	case w.stale: // phase 2 over a file behind legacy restores as phase 1
 		w.backfilled, w.dropped = []string{"c"}, []string{"d"}
-	case explicit:
-		w.backfilled, w.dropped = []string{"c"}, []string{"d"}
 	default:
-		w.backfilled, w.orphaned = []string{"c"}, []string{"d"}
-		w.served["d"] = 4
+		// Explicit legacy holds every acknowledged write, and an
+		// implicit one lists c, which the checkpoint never held: a run
+		// that does not write the checkpoint came after it (rule 7).
+		// Either way legacy decides which entries exist.
+		w.backfilled, w.dropped, w.stale = []string{"c"}, []string{"d"}, !explicit
 	}
 	return saved(p, w)
 }
@@ -658,7 +662,7 @@ func TestRestoreHealFailure(t *testing.T) {
 func TestPruneOrphans(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(false, legacyL)
-	w.saveCheckpoint(t, migrate.PhaseMigrate, staleC, "")
+	w.saveCheckpoint(t, migrate.PhaseMigrate, orphanC, "")
 	s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseMigrate, PruneOrphans: true})
 	r, err := s.Restore(ctx)
 	require.NoError(t, err)
@@ -689,14 +693,16 @@ func TestMergeDefaults(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			w := newWorld(c.explicit, legacyL)
-			w.saveCheckpoint(t, migrate.PhaseMigrate, staleC, "")
+			w.saveCheckpoint(t, migrate.PhaseMigrate, orphanC, "")
 			s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Merge: c.merge})
 			r, err := s.Restore(ctx)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"b"}, r.Diverged)
 			v, _ := s.Get("b")
 			assert.Equal(t, c.want, v)
-			assert.True(t, r.CheckpointRewritten, "the merged value is saved")
+			// A merged value that is not the checkpoint's is saved (and
+			// an explicit legacy drops d).
+			assert.Equal(t, c.want != 20 || c.explicit, r.CheckpointRewritten, "rewritten")
 			if c.explicit {
 				lv, _ := w.exp.Get("b")
 				assert.Equal(t, c.want, lv, "legacy holds what is served")

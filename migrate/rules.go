@@ -80,6 +80,11 @@ func ruleLegacyStale[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basi
 		return 0, false, nil
 	}
 	why := fmt.Sprintf("the checkpoint (seq %d) was written by phase 3 (contract), which does not write legacy", in.ck.meta.Seq)
+	if in.ck.behind {
+		// A file put back that lacks commits (phaseshift restore-prev):
+		// neither side holds every acknowledged write.
+		return 0, false, restoreErr("%w: legacy is stale (%s), and the checkpoint is behind too (%s): neither side holds every acknowledged write; put back the file the repair replaced (phaseshift restore-kept PATH COPY) and repair that one instead", ErrUnsafeRestore, why, staleWhy(in))
+	}
 	if !in.lg.complete {
 		return 0, false, restoreErr("%w: legacy is stale (%s) and cannot be read in full to bring it current: %w", ErrUnsafeRestore, why, in.lg.err)
 	}
@@ -136,8 +141,9 @@ func rulePhase1[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bo
 }
 
 // rulePhase2Behind is rule 14: phase 2 over a checkpoint it cannot trust to hold every
-// entry (missing, moved aside, from an earlier boot, or behind legacy)
-// restores as phase 1 does.
+// entry (missing, moved aside, from an earlier boot, or behind legacy:
+// marked, or missing writes an implicit legacy lists) restores as phase 1
+// does.
 func rulePhase2Behind[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bool, error) {
 	trusted := in.ck.usable && !in.ck.behind && in.ck.aside == nil
 	if s.cfg.Phase != PhaseMigrate || trusted {
@@ -190,6 +196,8 @@ func needsLegacy[K comparable, V any](s *Store[K, V], in *sides[K, V], b basis) 
 // staleWhy says why the checkpoint cannot be served on its own.
 func staleWhy[K comparable, V any](in *sides[K, V]) string {
 	switch {
+	case in.ck.missed > 0:
+		return missedWhy(&in.ck)
 	case in.ck.behind:
 		return fmt.Sprintf("seq %d is marked behind legacy: %s", in.ck.meta.Seq, behindMark(in.ck.meta))
 	case in.ck.bootOld:

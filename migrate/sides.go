@@ -24,7 +24,8 @@ type ckptView[K comparable, V any] struct {
 	usable  bool            // entries may be used
 	partial bool            // some entries could not be read; entries lacks them
 	aside   error           // why the file must be quarantined before anything is saved; nil if it need not be
-	behind  bool            // it carries the mark of a run that did not keep it level with legacy
+	behind  bool            // it carries the mark of a run that did not keep it level with legacy, or legacy shows it missed writes
+	missed  int             // entries an implicit legacy lists that it never held (rule 7), in phase 2
 	bootOld bool            // written in an earlier boot: discarded
 }
 
@@ -125,7 +126,7 @@ func (s *Store[K, V]) refuseUnreadable(meta checkpoint.Meta, err error, partial 
 	// Nor is any other file that holds the only copy of the state, unless
 	// the user chose to serve less.
 	case s.soleCopy(meta) && !s.cfg.DiscardUnreadableCheckpoint:
-		return restoreErr("%w; the checkpoint is the only copy of the state (%s), so nothing was changed: %s", err, s.soleCopyWhy(), s.recovery())
+		return restoreErr("%w; the checkpoint is the only copy of the state (%s), so nothing was changed: %s", err, s.soleCopyWhy(), s.recovery(meta))
 	// A file that says legacy is stale, which this binary cannot read in
 	// full: neither side holds everything.
 	case s.legacyIsStale(meta):
@@ -145,7 +146,7 @@ func unsafeRecovery(err error) string {
 	if errors.Is(err, checkpoint.ErrNewerSchema) {
 		return "roll forward to the binary that wrote it"
 	}
-	return "check it with `phaseshift verify PATH` and put the last good file back with `phaseshift restore-prev PATH`"
+	return "`phaseshift inspect PATH` shows what is damaged; `phaseshift repair-journal --drop-damaged-records PATH` keeps every commit before a journal's damage, and `phaseshift restore-prev PATH` puts back the file before the last compaction"
 }
 
 // soleCopyWhy says why the checkpoint is the only copy of the state.
@@ -156,14 +157,31 @@ func (s *Store[K, V]) soleCopyWhy() string {
 	return "legacy does not survive a restart (Config.VolatileLegacy)"
 }
 
-// recovery says how an operator gets an unreadable sole copy served again.
-func (s *Store[K, V]) recovery() string {
-	how := "check it with `phaseshift verify PATH` and put the last good file back with `phaseshift restore-prev PATH`"
-	if s.cfg.Legacy != nil && s.explicit == nil && !s.cfg.VolatileLegacy {
-		// An implicit legacy is never stale: phase 2 rebuilds from it.
-		how += ", or run phase 2 (migrate) once to rebuild it from legacy"
+// recovery says how an operator gets an unreadable sole copy, whose header
+// (if it could be read) is meta, served again: first the recovery that
+// loses nothing for this configuration, where there is one.
+func (s *Store[K, V]) recovery(meta checkpoint.Meta) string {
+	repair := "`phaseshift inspect PATH` shows what is damaged; `phaseshift repair-journal --drop-damaged-records PATH` keeps every commit before a journal's damage, and `phaseshift restore-prev PATH` puts back the file before the last compaction, which lacks every commit since (phase 3 then refuses it until phase 2 has rebuilt it from legacy)"
+	if s.legacyIsCurrent(meta) {
+		return "run phase 2 (migrate) once: it rebuilds the checkpoint from legacy, which holds every acknowledged write; or " + repair + "; to serve what can be read and lose the rest, set Config.DiscardUnreadableCheckpoint"
 	}
-	return how + "; to serve what can be read and lose the rest, set Config.DiscardUnreadableCheckpoint"
+	return repair + "; to serve what can be read and lose the rest, set Config.DiscardUnreadableCheckpoint"
+}
+
+// legacyIsCurrent reports whether legacy holds every acknowledged write,
+// for a checkpoint whose header is meta, so that phase 2 rebuilds from it
+// without a loss: an implicit legacy is never stale, and an explicit one
+// is current unless phase 3, which does not write it, wrote the checkpoint
+// (or its header cannot say). A volatile legacy holds nothing after a
+// restart.
+func (s *Store[K, V]) legacyIsCurrent(meta checkpoint.Meta) bool {
+	switch {
+	case s.cfg.Legacy == nil, s.cfg.VolatileLegacy:
+		return false
+	case s.explicit == nil:
+		return true
+	}
+	return meta.Phase == PhaseExpand.String() || meta.Phase == PhaseMigrate.String()
 }
 
 // judgeCheckpoint decides, from the header of the checkpoint, whether it
@@ -190,6 +208,41 @@ func (s *Store[K, V]) judgeCheckpoint(c *ckptView[K, V], r *Report[K]) {
 			r.Stale = fmt.Sprintf("seq %d is marked behind legacy: %s", m.Seq, mark)
 		}
 	}
+}
+
+// judgeMissedWrites is rule 7's second half: in phase 2, an implicit legacy
+// that lists an entry the checkpoint never held shows a write the
+// checkpoint never saw. CRI lists a sandbox only once the ADD that made it
+// was acknowledged, and phases 1 to 3 acknowledge an ADD only once the
+// checkpoint has it: a run that does not write the checkpoint (the old
+// binary, which leaves no mark) came after its last save, and may have
+// deleted what the checkpoint still holds, and handed its address to the
+// entry it lacks. So the checkpoint is behind legacy, as if marked, and
+// legacy decides which entries exist (rule 14), as phase 1 does. Not for
+// an explicit legacy, which holds every acknowledged write and decides
+// which entries exist in phase 2 anyway, nor a volatile one, which is
+// never evidence, nor in phase 3, which reads the checkpoint (rule 17).
+func (s *Store[K, V]) judgeMissedWrites(in *sides[K, V], r *Report[K]) {
+	c := &in.ck
+	if s.cfg.Phase != PhaseMigrate || s.explicit != nil || s.cfg.VolatileLegacy ||
+		!c.usable || c.behind || c.aside != nil || !in.lg.read {
+		return
+	}
+	idx := s.index(c.entries)
+	for k := range in.lg.entries {
+		if _, ok := find(idx, c.entries, s.id(k)); !ok {
+			c.missed++
+		}
+	}
+	if c.missed > 0 {
+		c.behind = true
+		r.Stale = missedWhy(c)
+	}
+}
+
+// missedWhy says why a checkpoint that missed writes is behind legacy.
+func missedWhy[K comparable, V any](c *ckptView[K, V]) string {
+	return fmt.Sprintf("legacy lists %s the checkpoint (seq %d) never held: a run that does not write the checkpoint (the old binary) came after it", entries(c.missed), c.meta.Seq)
 }
 
 // The marks a save leaves in Meta.Behind: why the checkpoint may lack what

@@ -79,6 +79,10 @@ func rolloutMatrix(t *testing.T) migratetest.Config[key, alloc] {
 			}
 			return alloc{IPs: ips}
 		},
+		// No two containers hold one address: the harness checks that
+		// after every step, and hands an address a DEL freed to a later
+		// ADD of another container, as host-local does.
+		Unique: addresses,
 		// host-local's files are written by the Store (and by host-local).
 		Explicit: true,
 		// One write per exec.

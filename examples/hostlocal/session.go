@@ -130,6 +130,7 @@ func storeConfig(phase migrate.Phase, legacy source.Reader[key, alloc], cp migra
 		Phase:      phase,
 		Checkpoint: cp,
 		Equal:      sameIPs,
+		Unique:     addresses,
 		Version:    pluginVersion,
 		Logger:     log,
 		// Every exec restores: only a legacy whose writes the next exec
@@ -160,6 +161,15 @@ func (s *session) closeSource() error {
 
 // sameIPs is Config.Equal: an allocation is its addresses.
 func sameIPs(a, b alloc) bool { return slices.Equal(a.IPs, b.IPs) }
+
+// addresses is Config.Unique: no two containers hold one address.
+func addresses(a alloc) []string {
+	s := make([]string, len(a.IPs))
+	for i, ip := range a.IPs {
+		s[i] = ip.String()
+	}
+	return s
+}
 
 // logger writes warnings and errors to stderr, which runtimes collect from
 // a plugin (stdout carries the result). The Store logs keys, counts and

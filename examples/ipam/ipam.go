@@ -87,6 +87,15 @@ func byContainer(k Key) Key { return Key{ContainerID: k.ContainerID} }
 // sameIPs compares allocations by what CRI can know of them.
 func sameIPs(a, b Alloc) bool { return slices.Equal(a.IPs, b.IPs) }
 
+// addresses is Config.Unique: no two pods hold one address.
+func addresses(a Alloc) []string {
+	s := make([]string, len(a.IPs))
+	for i, ip := range a.IPs {
+		s[i] = ip.String()
+	}
+	return s
+}
+
 // fromSandbox turns a sandbox CRI reports into an entry with placeholder
 // network and interface. Sandboxes without an IP hold nothing of ours.
 func fromSandbox(s cri.Sandbox) (Key, Alloc, bool) {
@@ -135,6 +144,7 @@ func storeConfig(o Options, legacy source.Reader[Key, Alloc], cp migrate.Checkpo
 		Checkpoint: cp,
 		Match:      byContainer,
 		Equal:      sameIPs,
+		Unique:     addresses,
 		Strict:     o.Strict,
 		Version:    o.WriterName,
 		Logger:     o.Logger,

@@ -37,6 +37,10 @@ func rollout(strict bool) migratetest.Config[Key, Alloc] {
 		Key: func(i int) Key {
 			return Key{Network: "demo-net", ContainerID: fmt.Sprintf("pod-%d", i), IfName: "eth0"}
 		},
+		// What the allocator hands out: no two pods hold one address.
+		// The harness also hands a freed address to a later ADD, as the
+		// allocator does.
+		Unique: addresses,
 		// One address per container, never another's, as the allocator
 		// gives them; the pod when the runtime names it.
 		Value: func(rng *rand.Rand, k Key) Alloc {

@@ -201,7 +201,7 @@ func explain(err error, o options) string {
 		fmt.Fprintf(&b, "the file was left untouched. Look at it (jq . %s), then either:\n", o.state)
 		fmt.Fprintf(&b, "  - restart without --error-on-failure-to-restore: the unreadable file or entries are moved aside to %s.corrupt-<time> and the proxy starts with what it can read;\n", o.state)
 		if _, err := os.Stat(o.state + ".prev"); err == nil {
-			fmt.Fprintf(&b, "  - or put the previous version back (phaseshift restore-prev %s), which lacks the last change and keeps this file as %s.before-restore-prev-<time>;\n", o.state, o.state)
+			fmt.Fprintf(&b, "  - or put the previous version back (phaseshift restore-prev %s), which lacks the last change (and is marked so: a phase-3 start refuses it until a phase-2 run) and keeps this file as %s.before-restore-prev-<time>;\n", o.state, o.state)
 		}
 		fmt.Fprintf(&b, "  - or move it aside (mv %s %s.bad) to start empty", o.state, o.state)
 	default:

@@ -28,6 +28,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -92,6 +93,12 @@ type FS interface {
 	// Lstat describes what is at name (a symlink included, not followed);
 	// its error matches fs.ErrNotExist when nothing is.
 	Lstat(name string) (fs.FileInfo, error)
+	// Peek reads the first head and the last tail bytes of the regular
+	// file at name (fewer when it is shorter) and describes it, through one
+	// open that does not follow a symlink: what a journal's append checks
+	// before it trusts that the file it follows is still the one it read
+	// or wrote, without reading the whole file.
+	Peek(name string, head, tail int) (first, last []byte, info fs.FileInfo, err error)
 }
 
 // AppendFile is a file opened by [FS.OpenAppend]: every Write goes to its
@@ -269,6 +276,40 @@ func (f osAppend) Size() (int64, error) {
 
 // Lstat calls os.Lstat.
 func (OS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
+
+// Peek opens name as ReadFile does, with O_NOFOLLOW, and reads its two
+// ends with pread.
+func (OS) Peek(name string, head, tail int) (first, last []byte, info fs.FileInfo, err error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer f.Close()
+	if info, err = f.Stat(); err != nil {
+		return nil, nil, nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, nil, nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("not a regular file (mode %v)", info.Mode())}
+	}
+	size := info.Size()
+	if first, err = readAt(f, 0, min(int64(head), size)); err != nil {
+		return nil, nil, nil, err
+	}
+	if last, err = readAt(f, max(size-int64(tail), 0), min(int64(tail), size)); err != nil {
+		return nil, nil, nil, err
+	}
+	return first, last, info, nil
+}
+
+// readAt reads n bytes at off; a file cut shorter meanwhile reads short.
+func readAt(f *os.File, off, n int64) ([]byte, error) {
+	b := make([]byte, n)
+	got, err := f.ReadAt(b, off)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return b[:got], err
+}
 
 // SameFile reports whether a and b, results of an FS's Lstat, describe the
 // same file: os.SameFile, or the SameFile method of a simulated file

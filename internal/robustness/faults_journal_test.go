@@ -38,7 +38,7 @@ func TestJournalFaultsThroughTheStore(t *testing.T) {
 		err      error // nil for a short write
 		journal  bool  // matched on the journal's path, else the checkpoint's
 	}{
-		{fsystest.OpExists, "journal: stat checkpoint", syscall.EIO, false},
+		{fsystest.OpRead, "journal: read checkpoint", syscall.EIO, false},
 		{fsystest.OpAppend, "journal open", syscall.EMFILE, true},
 		{fsystest.OpWrite, "journal write", syscall.ENOSPC, true},
 		{fsystest.ShortWrite, "journal write", nil, true},

@@ -290,6 +290,26 @@ func (p *PowerFS) ReadFile(name string) ([]byte, error) {
 	return slices.Clone(n.data), nil
 }
 
+// Peek implements fsys.FS.
+func (p *PowerFS) Peek(name string, head, tail int) (first, last []byte, info fs.FileInfo, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.step(); err != nil {
+		return nil, nil, nil, err
+	}
+	n, err := p.lookup("open", name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if n.dir {
+		return nil, nil, nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EISDIR}
+	}
+	size := len(n.data)
+	first = slices.Clone(n.data[:min(head, size)])
+	last = slices.Clone(n.data[size-min(tail, size):])
+	return first, last, &powerInfo{n: n, name: filepath.Base(name), size: int64(size), mode: n.perm}, nil
+}
+
 // CreateExcl implements fsys.FS: it fails with EEXIST if name is taken.
 func (p *PowerFS) CreateExcl(name string, perm fs.FileMode) (fsys.File, error) {
 	p.mu.Lock()

@@ -161,6 +161,13 @@ func restoreSeeds() [][]byte {
 			for _, c := range levelCombos() {
 				add(f, c, levelList)
 			}
+			// A legacy that lacks k4 and lists nothing the checkpoint
+			// lacks: phase 2 keeps (or prunes) k4 as an orphan, where a
+			// listing of an entry the checkpoint never held would make
+			// legacy decide (rule 7).
+			for _, prune := range []bool{false, true} {
+				add(f, restoreCase{phase: migrate.PhaseMigrate, prune: prune}, orphanList)
+			}
 		}
 	}
 	return seeds
@@ -169,6 +176,10 @@ func restoreSeeds() [][]byte {
 // levelList is a legacy list that holds what the clean seed files hold,
 // k5 hidden from a partial listing.
 var levelList = []byte{4, 0, 1, 1, 7, 4, 4, 0x0d, 5}
+
+// orphanList is a legacy list that holds what the clean seed files hold
+// but k4, with k1 diverging: k4 is an orphan for an implicit legacy.
+var orphanList = []byte{3, 0, 1, 1, 2, 5, 5}
 
 // levelCombos are the combinations restoreSeeds tries levelList under:
 // phases 1 and 2, both kinds, a partial listing.

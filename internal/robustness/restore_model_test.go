@@ -159,7 +159,8 @@ type judged struct {
 	canUse    bool           // restore may use its (readable) entries
 	usable    map[string]int // those entries
 	discarded bool           // from an earlier boot
-	behind    bool           // marked behind legacy (rule 7)
+	behind    bool           // behind legacy (rule 7): marked, or missed writes
+	missed    bool           // in phase 2, an implicit legacy lists what it never held (rule 7)
 	byPhase3  bool           // its header says phase 3 wrote it, and it is not discarded
 }
 
@@ -187,8 +188,24 @@ func judge(c restoreCase, v fileView) judged {
 	// Rule 7 is judged on a file restore can use: one moved aside unread
 	// is not trusted in any case, and its header is unknown.
 	j.behind = j.canUse && v.marked()
+	// Rule 7: "in phase 2, over an implicit legacy that is read, a
+	// checkpoint that lacks an entry legacy lists missed a write (the old
+	// binary ran)", judged on a clean file not already marked.
+	j.missed = c.phase == migrate.PhaseMigrate && !c.explicit && !c.volatile && v.kind == fileClean &&
+		!j.discarded && !j.behind && c.list != listFailed && listsMore(c.listed(), j.usable)
+	j.behind = j.behind || j.missed
 	j.byPhase3 = v.metaKnown() && v.meta.Phase == migrate.PhaseContract.String()
 	return j
+}
+
+// listsMore reports whether legacy lists a key the checkpoint lacks.
+func listsMore(listed, ckpt map[string]int) bool {
+	for k := range listed {
+		if _, ok := ckpt[k]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // fromEarlierBoot, rule 3: "With a boot epoch (Checkpoint.BootID is not

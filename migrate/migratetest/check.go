@@ -125,6 +125,16 @@ type Config[K comparable, V any] struct {
 	// epoch, and nothing else is set.
 	CheckpointOptions func(older bool) []checkpoint.Option
 
+	// Unique, when set, returns the parts of a value that two entries
+	// must never share: an allocator's addresses. The harness then
+	// fails any step after which two served entries share a part
+	// (TWICE), and writes as an allocator does: a write's value shares no
+	// part with any entry the node holds, and half the time it is the
+	// value of an entry an acknowledged delete removed, as an allocator
+	// hands a freed address to the next ADD. Value must be able to draw
+	// values whose parts are free (a pool much larger than the entries).
+	Unique func(V) []string
+
 	// OpenLegacy, with Explicit, stands your own legacy store in for the
 	// Explicit fake as what the Store reads and writes: an older file
 	// format, a directory of files like host-local's, kept in a scratch

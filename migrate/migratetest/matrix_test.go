@@ -32,6 +32,9 @@ type alloc struct {
 
 var byContainer = testcni.ByContainer
 
+// uniqueIP says that no two pods hold one address.
+func uniqueIP(v alloc) []string { return []string{v.IP} }
+
 func ipamConfig() migratetest.Config[ipamKey, alloc] {
 	return migratetest.Config[ipamKey, alloc]{
 		New: func(p migrate.Phase, legacy source.Reader[ipamKey, alloc], cp migrate.Checkpoint[ipamKey, alloc]) (migrate.Config[ipamKey, alloc], error) {
@@ -39,6 +42,9 @@ func ipamConfig() migratetest.Config[ipamKey, alloc] {
 				Legacy: legacy, Checkpoint: cp, Match: byContainer,
 				// CRI shows the IP only: the same IP is the same value.
 				Equal: func(a, b alloc) bool { return a.IP == b.IP },
+				// An allocator's addresses: a restore that finds one held
+				// twice drops the stale holder.
+				Unique: uniqueIP,
 			}, nil
 		},
 		Key: func(i int) ipamKey {
@@ -53,7 +59,9 @@ func ipamConfig() migratetest.Config[ipamKey, alloc] {
 			return testcni.FromCRI(k.ContainerID), alloc{IP: v.IP}
 		},
 		Immutable: true,
-		Seed:      1,
+		// An allocator's addresses: no two pods hold one.
+		Unique: uniqueIP,
+		Seed:   1,
 	}
 }
 
@@ -101,6 +109,16 @@ func TestMatrix(t *testing.T) {
 			res := migratetest.Matrix(t, cfg)
 			assert.Equal(t, map[int]int{4: 340, 5: 1364}[cfg.MaxLen], res.Sequences)
 			return res
+		}},
+		{"IPAM over CRI, the defaults only (no Config.Unique)", func(t *testing.T) migratetest.Result {
+			// Without partial listings, a restore after the old binary
+			// serves each address once on the defaults alone: an entry
+			// CRI lists that the checkpoint never held is the evidence
+			// (rule 7).
+			cfg := ipamConfig()
+			wrap(&cfg, func(_ migrate.Phase, mc *migrate.Config[ipamKey, alloc]) { mc.Unique = nil })
+			cfg.MaxLen, cfg.Seed = 4, 17
+			return migratetest.Matrix(t, cfg)
 		}},
 		{"IPAM over CRI, checkpoint on tmpfs", func(t *testing.T) migratetest.Result {
 			cfg := ipamConfig()
@@ -212,6 +230,9 @@ func TestMatrix(t *testing.T) {
 			cfg.Value = func(rng *rand.Rand, k ipamKey) alloc {
 				return alloc{IP: "10.0.0." + strings.TrimPrefix(k.ContainerID, "c"), Since: time.Unix(rng.Int64N(1e9), 0).UTC()}
 			}
+			// The IP is the container's own: no address passes from one
+			// key to another.
+			cfg.Unique = nil
 			cfg.Immutable, cfg.Corruption = false, true
 			cfg.MaxLen, cfg.Seed = 4, 17
 			return migratetest.Matrix(t, cfg)
@@ -306,6 +327,15 @@ func TestMatrixCatchesBrokenRules(t *testing.T) {
 		assert.True(t, slices.ContainsFunc(res.all, func(v migratetest.Violation) bool {
 			return strings.Contains(strings.Join(v.Problems, "\n"), "DROPPED ON A PARTIAL LISTING")
 		}), "the prune itself is caught")
+	})
+	t.Run("an address held twice over a partial listing, without Config.Unique", func(t *testing.T) {
+		// A partial listing keeps what the checkpoint holds and legacy
+		// cannot show, and the old binary may have deleted it and handed
+		// its address on: without Unique the Store cannot tell.
+		cfg := ipamConfig()
+		wrap(&cfg, func(_ migrate.Phase, mc *migrate.Config[ipamKey, alloc]) { mc.Unique = nil })
+		cfg.PartialListings, cfg.MaxLen, cfg.Seed = true, 4, 4
+		caught(t, cfg, 4, "TWICE")
 	})
 	t.Run("the checkpoint wins over the old binary's values", func(t *testing.T) {
 		cfg := registryConfig()

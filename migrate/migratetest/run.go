@@ -39,6 +39,7 @@ type run[K comparable, V any] struct {
 	acks acked[K, V] // what was acknowledged
 
 	nextKey int // the next fresh key, with Immutable
+	freed   []V // values acknowledged deletes removed, for reuse (Config.Unique)
 
 	trace                              []string
 	restores, writes, crashes, reboots int
@@ -172,9 +173,13 @@ func (r *run[K, V]) play() []string {
 		if last {
 			break
 		}
-		r.work(store, p, i+1 < len(r.seq) && r.trans[i+1] == crashMidWrite)
+		cut := i+1 < len(r.seq) && r.trans[i+1] == crashMidWrite
+		r.work(store, p, cut)
 		if f := r.w.storeFault; f != "" {
 			return []string{f}
+		}
+		if problems := r.servedUnique(store); !cut && problems != nil {
+			return problems
 		}
 	}
 	return nil

@@ -83,16 +83,25 @@ func (r *run[K, V]) injectFault(p migrate.Phase) string {
 // write makes a Put, a Delete or an Update of two or three entries.
 func (r *run[K, V]) write(s *migrate.Store[K, V], p migrate.Phase) ([]change[K, V], string, error) {
 	ctx := context.Background()
-	switch x := r.rng.IntN(10); {
+	taken := r.taken(s)
+	x := r.rng.IntN(10)
+	var k K
+	var v V
+	if x < 5 {
+		var ok bool
+		k = r.putKey()
+		if v, ok = r.value(k, taken); !ok {
+			x = 5 // no free value: the ADD fails; a DEL instead
+		}
+	}
+	switch {
 	case x < 5: // Put: a CNI ADD, or an update of an existing entry
-		k := r.putKey()
-		v := r.cfg.Value(r.rng, k)
 		return []change[K, V]{{id: r.a.match(k), e: entry[K, V]{k, v}}}, fmt.Sprintf("put %v = %v", k, v), s.Put(ctx, k, v)
 	case x < 8: // Delete: a CNI DEL with the real key
 		k := r.deleteKey()
 		return []change[K, V]{{id: r.a.match(k), e: entry[K, V]{key: k}, del: true}}, fmt.Sprintf("delete %v", k), s.Delete(ctx, k)
 	}
-	chs := r.updateChanges()
+	chs := r.updateChanges(taken)
 	parts := make([]string, len(chs))
 	for i, c := range chs {
 		if c.del {
@@ -115,7 +124,7 @@ func (r *run[K, V]) write(s *migrate.Store[K, V], p migrate.Phase) ([]change[K, 
 }
 
 // updateChanges draws the changes of an Update, on distinct entries.
-func (r *run[K, V]) updateChanges() []change[K, V] {
+func (r *run[K, V]) updateChanges(taken map[string]bool) []change[K, V] {
 	var chs []change[K, V]
 	seen := map[K]bool{}
 	for n := 2 + r.rng.IntN(2); n > 0; n-- {
@@ -131,8 +140,8 @@ func (r *run[K, V]) updateChanges() []change[K, V] {
 		seen[id] = true
 		if del {
 			chs = append(chs, change[K, V]{id: id, e: entry[K, V]{key: k}, del: true})
-		} else {
-			chs = append(chs, change[K, V]{id: id, e: entry[K, V]{k, r.cfg.Value(r.rng, k)}})
+		} else if v, ok := r.value(k, taken); ok {
+			chs = append(chs, change[K, V]{id: id, e: entry[K, V]{k, v}})
 		}
 	}
 	return chs
@@ -198,6 +207,9 @@ func (r *run[K, V]) acknowledge(chs []change[K, V], p migrate.Phase) {
 			e = r.expected(e, p)
 		}
 		if c.del {
+			if had {
+				r.freeValue(old.val)
+			}
 			delete(a.truth, c.id)
 		} else {
 			a.truth[c.id] = e

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
@@ -35,7 +36,9 @@ leaves PATH.prev as it is. PATH.prev must be intact. With a journal
 (PATH.before-restore-prev-<time>.journal) and removed: its records follow
 the file replaced. A journal left without its file (PATH missing) is kept
 alone, as the daemon's quarantine would. PATH.prev lacks the last write
-(with a journal, every commit since the last compaction), so it refuses
+(with a journal, every commit since the last compaction): the file it
+writes is marked behind legacy, so that a daemon in phase 3 refuses it and
+phases 1 and 2 rebuild it from legacy (package migrate, rule 7); and it refuses
 (exit 9) to replace an intact file, or one a newer phaseshift wrote (kept
 for the roll-forward), unless --replace-intact says so (say, after a buggy
 daemon wrote a bad but intact file); for a damaged journal,
@@ -74,7 +77,13 @@ func restorePrevLocked(ctx context.Context, e *env, o *restorePrevOptions, l raw
 			"If you mean to undo them (a buggy daemon wrote a bad but intact file), pass --replace-intact", cur.Path, seqOf(cur), prev.Path, seqOf(prev))
 	}
 	r := &repaired{Path: cur.Path, Action: "restore-prev", From: prev.Path, Replaced: cur.verdict}
-	if err := replace(ctx, l, r, cur, prev.Meta, prev.Entries, seqOf(prev)); err != nil {
+	// .prev lacks the last save (with a journal, every commit since the
+	// last compaction): the restored file says so, in the mark a daemon's
+	// restore reads (Meta.Behind), so that phase 3 refuses it and phases 1
+	// and 2 rebuild it from legacy instead of serving it as current.
+	h := prev.Meta
+	h.Behind = fmt.Sprintf("restored by phaseshift restore-prev from %s (seq %d), which lacks every commit after it", filepath.Base(prev.Path), seqOf(prev))
+	if err := replace(ctx, l, r, cur, h, prev.Entries, seqOf(prev)); err != nil {
 		return err
 	}
 	return printRepaired(e, r, fmt.Sprintf("restored %s from %s (seq %d, %d entries), written as seq %d", r.Path, prev.Path, seqOf(prev), r.Entries, r.Header.Seq))

@@ -92,7 +92,9 @@ func advice(j *judged) string {
 	case verdictCorrupt:
 		return fmt.Sprintf("see it with: phaseshift inspect %s. If you edited it by hand, check the edit with "+
 			"phaseshift diff --ignore-checksum %s %s and then run phaseshift reseal --i-edited-this-file-by-hand %s; "+
-			"otherwise stop the daemon and run phaseshift restore-prev %s (it lacks the last write) or let the daemon quarantine it at restore",
+			"otherwise, where the daemon's legacy holds every acknowledged write (CRI; a registry phase 3 has not run over), restart it in phase 2 (migrate) once: "+
+			"it moves the file aside and rebuilds it from legacy with nothing lost; else stop the daemon and run phaseshift restore-prev %s "+
+			"(it lacks the last write, and marks the file it puts back so: phase 3 refuses it until phase 2 has rebuilt it)",
 			j.Path, j.Path, names.Prev, j.Path, j.Path)
 	case verdictNewer:
 		return "a newer binary wrote it: upgrade the daemon, or keep the file for the roll-forward; do not delete it"

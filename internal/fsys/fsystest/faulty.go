@@ -176,6 +176,14 @@ func (f *Faulty) MkdirAll(dir string, perm fs.FileMode) error {
 	return f.under().MkdirAll(dir, perm)
 }
 
+// Peek implements fsys.FS; it fails where a read of name would.
+func (f *Faulty) Peek(name string, head, tail int) (first, last []byte, info fs.FileInfo, err error) {
+	if err := f.fault(OpRead, name); err != nil {
+		return nil, nil, nil, err
+	}
+	return f.under().Peek(name, head, tail)
+}
+
 // ReadFile implements fsys.FS.
 func (f *Faulty) ReadFile(name string) ([]byte, error) {
 	if err := f.fault(OpRead, name); err != nil {

@@ -1,0 +1,193 @@
+package migrate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
+	"github.com/phaseshift/phaseshift/migrate"
+)
+
+// The promise as operators meet it (issue 32): what a person does on a
+// node - a rollback to the old binary and straight back - restores
+// exactly, or refuses.
+
+// TestPhase2AfterTheOldBinary: fleet at 1, then 2; a node goes back to the
+// old binary (which knows nothing of the checkpoint), which DELs pod-3 and
+// ADDs pod-9 with pod-3's address, then straight back to phase 2. CRI lists
+// pod-9, which the checkpoint never held: a write the checkpoint never saw
+// happened since its last save (CRI lists a sandbox only once its ADD was
+// acknowledged, and phases 1 to 3 acknowledge only what the checkpoint
+// has). The checkpoint is behind legacy (rule 7), and legacy decides which
+// entries exist (rule 14): pod-3 is dropped, not kept as an orphan holding
+// pod-9's address (found on main: pod-3 and pod-9 served with one address,
+// at every restart in phase 2).
+func TestPhase2AfterTheOldBinary(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(false, map[string]int{"pod-1": 1, "pod-2": 2, "pod-3": 3})
+
+	s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseExpand})
+	_, err := s.Restore(ctx)
+	require.NoError(t, err)
+	require.NoError(t, s.Put(ctx, "pod-4", 4))
+	w.impl.Set("pod-4", 4) // the runtime makes the sandbox ready once the ADD returned
+	require.NoError(t, s.Close())
+
+	// The old binary: CRI only.
+	w.impl.Remove("pod-3")
+	w.impl.Set("pod-9", 3)
+
+	s = w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseMigrate})
+	rep, err := s.Restore(ctx)
+	require.NoError(t, err)
+	want := map[string]int{"pod-1": 1, "pod-2": 2, "pod-4": 4, "pod-9": 3}
+	assert.Equal(t, want, collect(s), "pod-3, which the old binary deleted, is not served")
+	assert.Empty(t, rep.Orphaned)
+	assert.Equal(t, []string{"pod-3"}, rep.Dropped)
+	assert.Equal(t, []string{"pod-9"}, rep.Backfilled)
+	assert.Contains(t, rep.Stale, "never held")
+	assert.True(t, rep.CheckpointRewritten)
+	require.NoError(t, s.Close())
+
+	// The next restart in phase 2 finds nothing left to reconcile.
+	s = w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseMigrate})
+	rep, err = s.Restore(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, want, collect(s))
+	assert.Empty(t, rep.Stale)
+	assert.Empty(t, rep.Orphaned)
+	assert.Empty(t, rep.Dropped)
+	assert.False(t, rep.CheckpointRewritten)
+}
+
+// uniqueVal is Config.Unique for int values that are addresses.
+func uniqueVal(v int) []string { return []string{fmt.Sprint(v)} }
+
+// TestUniqueResolvesAnAddressHeldTwice: with Config.Unique, a restore that
+// finds one part of a value held by two entries drops the one the sides
+// show is stale (rule 22), and phase 3 refuses a checkpoint an entry CRI
+// lists contradicts (rule 10).
+func TestUniqueResolvesAnAddressHeldTwice(t *testing.T) {
+	ctx := context.Background()
+	t.Run("a partial listing keeps what the old binary deleted", func(t *testing.T) {
+		// pod-3 is in the checkpoint; the old binary deleted it and gave
+		// its address to pod-9, which the checkpoint also holds (phase 2
+		// ran after the old binary once, say), and the listing cannot
+		// read pod-2.
+		w := newWorld(false, map[string]int{"pod-1": 1, "pod-9": 3})
+		w.saveCheckpoint(t, migrate.PhaseMigrate, map[string]int{"pod-1": 1, "pod-2": 2, "pod-3": 3, "pod-9": 3}, "")
+		for _, unique := range []bool{false, true} {
+			cfg := migrate.Config[string, int]{Phase: migrate.PhaseMigrate}
+			if unique {
+				cfg.Unique = uniqueVal
+			}
+			w.impl.FailListPartly(errors.New("pod-2 could not be read"))
+			s := w.open(t, cfg)
+			rep, err := s.Restore(ctx)
+			require.NoError(t, err)
+			if !unique {
+				assert.Equal(t, map[string]int{"pod-1": 1, "pod-2": 2, "pod-3": 3, "pod-9": 3}, collect(s), "without Unique, both are kept: a partial listing is no evidence")
+				require.NoError(t, s.Close())
+				continue
+			}
+			assert.Equal(t, map[string]int{"pod-1": 1, "pod-2": 2, "pod-9": 3}, collect(s), "pod-9, which CRI lists, holds 3; pod-3 does not")
+			assert.Equal(t, []string{"pod-3"}, rep.Dropped)
+			assert.ElementsMatch(t, []string{"pod-2"}, rep.Orphaned, "pod-2, which the listing could not read, is kept")
+			assert.NotEmpty(t, rep.Stale)
+		}
+	})
+	t.Run("a DEL the runtime has not finished", func(t *testing.T) {
+		// pod-3 was deleted (acknowledged) and its address given to
+		// pod-4; the runtime still lists pod-3 at the restart.
+		for _, p := range []migrate.Phase{migrate.PhaseMigrate, migrate.PhaseContract} {
+			w := newWorld(false, map[string]int{"pod-1": 1, "pod-3": 3, "pod-4": 3})
+			w.saveCheckpoint(t, migrate.PhaseMigrate, map[string]int{"pod-1": 1, "pod-4": 3}, "")
+			s := w.open(t, migrate.Config[string, int]{Phase: p, Unique: uniqueVal})
+			rep, err := s.Restore(ctx)
+			require.NoError(t, err, "phase %d", p)
+			assert.Equal(t, map[string]int{"pod-1": 1, "pod-4": 3}, collect(s), "phase %d: pod-4 holds 3, as the checkpoint says", p)
+			assert.Equal(t, []string{"pod-3"}, rep.Dropped, "phase %d", p)
+			assert.Empty(t, rep.Backfilled, "phase %d", p)
+			require.NoError(t, s.Close())
+		}
+	})
+	t.Run("phase 3 after the old binary", func(t *testing.T) {
+		w := newWorld(false, map[string]int{"pod-1": 1, "pod-9": 3})
+		w.saveCheckpoint(t, migrate.PhaseContract, map[string]int{"pod-1": 1, "pod-3": 3}, "")
+		before := w.cp.Bytes()
+		s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseContract, Unique: uniqueVal})
+		_, err := s.Restore(ctx)
+		require.ErrorIs(t, err, migrate.ErrStale)
+		assert.Contains(t, err.Error(), "run phase 2 (migrate) once")
+		assert.Equal(t, before, w.cp.Bytes(), "nothing changed")
+		require.NoError(t, s.Close())
+
+		// The remedy the error names first.
+		s = w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Unique: uniqueVal})
+		_, err = s.Restore(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]int{"pod-1": 1, "pod-9": 3}, collect(s))
+		require.NoError(t, s.Close())
+		s = w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseContract, Unique: uniqueVal})
+		_, err = s.Restore(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]int{"pod-1": 1, "pod-9": 3}, collect(s))
+	})
+	t.Run("neither side can tell", func(t *testing.T) {
+		w := newWorld(false, map[string]int{"pod-1": 1})
+		w.saveCheckpoint(t, migrate.PhaseMigrate, map[string]int{"pod-1": 1, "pod-2": 2, "pod-3": 2}, "")
+		s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Unique: uniqueVal})
+		rep, err := s.Restore(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]int{"pod-1": 1, "pod-2": 2, "pod-3": 2}, collect(s))
+		require.NotEmpty(t, rep.Errors)
+		assert.Contains(t, rep.Errors[0].Error(), "pod-2, pod-3")
+		assert.NotContains(t, rep.Errors[0].Error(), `"2"`, "the part is not quoted")
+	})
+	t.Run("an explicit legacy holding an address twice", func(t *testing.T) {
+		// The old binary wrote pod-9 with pod-4's address into a
+		// registry that still holds pod-4.
+		w := newWorld(true, map[string]int{"pod-4": 3, "pod-9": 3})
+		w.saveCheckpoint(t, migrate.PhaseMigrate, map[string]int{"pod-4": 3}, "")
+		s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Unique: uniqueVal})
+		rep, err := s.Restore(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]int{"pod-4": 3}, collect(s))
+		assert.Equal(t, []string{"pod-9"}, rep.Dropped)
+		assert.Equal(t, map[string]int{"pod-4": 3}, w.exp.Snapshot(), "the stale holder is deleted from legacy, so that the next restore does not find it again")
+	})
+}
+
+// TestRestoredPrevOverAStaleLegacy: a file phase 3 wrote, put back by
+// phaseshift restore-prev (so marked: it lacks every commit after it),
+// over an explicit legacy, which phase 3 does not write: neither side holds
+// every acknowledged write, and a phase that writes legacy refuses rather
+// than heal legacy from the file put back (rule 9).
+func TestRestoredPrevOverAStaleLegacy(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(true, map[string]int{"a": 1})
+	require.NoError(t, w.cp.Save(ctx, checkpoint.Snapshot[string, int]{
+		Meta:    checkpoint.Meta{Phase: "contract", Behind: "restored by phaseshift restore-prev from state.json.prev (seq 4), which lacks every commit after it"},
+		Entries: map[string]int{"a": 1, "b": 2},
+	}))
+	before := w.cp.Bytes()
+	for _, p := range []migrate.Phase{migrate.PhaseLegacy, migrate.PhaseExpand, migrate.PhaseMigrate, migrate.PhaseContract} {
+		s := w.open(t, migrate.Config[string, int]{Phase: p, Checkpoint: checkpointtest.Reopen(t, w.cp)})
+		_, err := s.Restore(ctx)
+		if p == migrate.PhaseContract {
+			require.ErrorIs(t, err, migrate.ErrStale, "phase 3 refuses a marked file")
+		} else {
+			require.ErrorIs(t, err, migrate.ErrUnsafeRestore, "phase %d", p)
+			assert.Contains(t, err.Error(), "neither side holds every acknowledged write")
+		}
+		assert.Equal(t, before, w.cp.Bytes(), "phase %d changed nothing", p)
+		assert.Equal(t, map[string]int{"a": 1}, w.exp.Snapshot(), "phase %d left legacy alone", p)
+		require.NoError(t, s.Close())
+	}
+}
