@@ -1,0 +1,155 @@
+package vpccni
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/aws/amazon-vpc-cni-k8s/pkg/ipamd/datastore"
+
+	"github.com/phaseshift/phaseshift/source"
+)
+
+// Legacy is ipamd's own checkpoint file (ipam.json), read and written by
+// the VPC CNI's datastore.JSONFile exactly as the released ipamd does, as
+// an explicit legacy: a source.Reader, and a source.BatchWriter, so that
+// the Store rewrites the file once per commit, as ipamd does once per
+// change. The released binary reads what it writes, whatever phase wrote
+// it.
+//
+// The methods are safe for concurrent use. Legacy keeps the file's
+// allocations as it last read or wrote them, and applies each write to a
+// copy of them: the file is written whole, by JSONFile (a temporary file,
+// fsync, rename), so a write that fails leaves it as it was.
+type Legacy struct {
+	file *datastore.JSONFile
+
+	mu     sync.Mutex      // guards cached and loaded
+	cached map[Key]Entry   // the file's allocations, as last read or written
+	loaded bool            // cached holds the file
+	path   string          // for errors
+	scratch []datastore.CheckpointEntry // reused by every write; guarded by mu
+}
+
+var (
+	_ source.Reader[Key, Entry]      = (*Legacy)(nil)
+	_ source.Writer[Key, Entry]      = (*Legacy)(nil)
+	_ source.BatchWriter[Key, Entry] = (*Legacy)(nil)
+)
+
+// NewLegacy returns the legacy side over ipamd's checkpoint at path.
+func NewLegacy(path string) *Legacy {
+	return &Legacy{file: datastore.NewJSONFile(path), path: path}
+}
+
+// List reads the file, as ipamd's ReadBackingStore does: a missing file
+// holds nothing (a new node), one of another format version fails. An
+// allocation whose key an earlier one of the file already has is not
+// listed, and reported (a *source.ListError).
+func (l *Legacy) List(context.Context) (map[Key]Entry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m, err := l.read()
+	if m != nil {
+		l.cached, l.loaded = m, true
+	}
+	if m == nil {
+		return nil, err
+	}
+	return maps.Clone(m), err
+}
+
+// read reads the file; the map is nil when it could not be read at all.
+func (l *Legacy) read() (map[Key]Entry, error) {
+	var data datastore.CheckpointData
+	if err := l.file.Restore(&data); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return map[Key]Entry{}, nil
+		}
+		return nil, fmt.Errorf("vpccni: reading %s: %w", l.path, err)
+	}
+	if data.Version != datastore.CheckpointFormatVersion {
+		return nil, fmt.Errorf("vpccni: %s has format %q, not %q: it was not written by ipamd", l.path, data.Version, datastore.CheckpointFormatVersion)
+	}
+	m := make(map[Key]Entry, len(data.Allocations))
+	var errs []error
+	for _, a := range data.Allocations {
+		if _, dup := m[a.IPAMKey]; dup {
+			errs = append(errs, fmt.Errorf("vpccni: %s: allocation %v appears twice; the first is listed", l.path, a.IPAMKey))
+			continue
+		}
+		m[a.IPAMKey] = a
+	}
+	if len(errs) > 0 {
+		return m, &source.ListError{Errs: errs}
+	}
+	return m, nil
+}
+
+// Put stores one allocation: the whole file is written again.
+func (l *Legacy) Put(ctx context.Context, key Key, value Entry) error {
+	return l.Write(ctx, []source.Change[Key, Entry]{{Key: key, Value: value}})
+}
+
+// Delete removes one allocation: the whole file is written again.
+func (l *Legacy) Delete(ctx context.Context, key Key) error {
+	return l.Write(ctx, []source.Change[Key, Entry]{{Key: key, Delete: true}})
+}
+
+// Write applies changes in order and writes the file once, as ipamd
+// would: all of them or, when it fails, none. An allocation is stored with
+// its key's fields, whatever value.IPAMKey says, so that the file lists it
+// under the key it was put with.
+func (l *Legacy) Write(_ context.Context, changes []source.Change[Key, Entry]) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.loaded {
+		m, err := l.read()
+		if m == nil {
+			return err
+		}
+		l.cached, l.loaded = m, true
+	}
+	next := maps.Clone(l.cached)
+	for _, c := range changes {
+		if c.Delete {
+			delete(next, c.Key)
+			continue
+		}
+		c.Value.IPAMKey = c.Key
+		next[c.Key] = c.Value
+	}
+	l.scratch = appendSorted(l.scratch[:0], next)
+	data := datastore.CheckpointData{Version: datastore.CheckpointFormatVersion, Allocations: l.scratch}
+	if err := l.file.Checkpoint(&data); err != nil {
+		return fmt.Errorf("vpccni: writing %s: %w", l.path, err)
+	}
+	l.cached = next
+	return nil
+}
+
+// appendSorted appends m's allocations to dst in the order of their keys,
+// so that the file reads the same for the same state.
+func appendSorted(dst []datastore.CheckpointEntry, m map[Key]Entry) []datastore.CheckpointEntry {
+	start := len(dst)
+	for _, e := range m {
+		dst = append(dst, e)
+	}
+	slices.SortFunc(dst[start:], func(a, b datastore.CheckpointEntry) int { return compareKeys(a.IPAMKey, b.IPAMKey) })
+	return dst
+}
+
+func compareKeys(a, b Key) int {
+	if c := strings.Compare(a.ContainerID, b.ContainerID); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.IfName, b.IfName); c != 0 {
+		return c
+	}
+	return strings.Compare(a.NetworkName, b.NetworkName)
+}
