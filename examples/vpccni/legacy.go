@@ -29,10 +29,10 @@ import (
 type Legacy struct {
 	file *datastore.JSONFile
 
-	mu     sync.Mutex      // guards cached and loaded
-	cached map[Key]Entry   // the file's allocations, as last read or written
-	loaded bool            // cached holds the file
-	path   string          // for errors
+	mu      sync.Mutex                  // guards cached and loaded
+	cached  map[Key]Entry               // the file's allocations, as last read or written
+	loaded  bool                        // cached holds the file
+	path    string                      // for errors
 	scratch []datastore.CheckpointEntry // reused by every write; guarded by mu
 }
 
