@@ -30,16 +30,16 @@ type Legacy struct {
 	file *datastore.JSONFile
 
 	mu      sync.Mutex                  // guards cached and loaded
-	cached  map[Key]Entry               // the file's allocations, as last read or written
+	cached  map[Key]Alloc               // the file's allocations, as last read or written
 	loaded  bool                        // cached holds the file
 	path    string                      // for errors
 	scratch []datastore.CheckpointEntry // reused by every write; guarded by mu
 }
 
 var (
-	_ source.Reader[Key, Entry]      = (*Legacy)(nil)
-	_ source.Writer[Key, Entry]      = (*Legacy)(nil)
-	_ source.BatchWriter[Key, Entry] = (*Legacy)(nil)
+	_ source.Reader[Key, Alloc]      = (*Legacy)(nil)
+	_ source.Writer[Key, Alloc]      = (*Legacy)(nil)
+	_ source.BatchWriter[Key, Alloc] = (*Legacy)(nil)
 )
 
 // NewLegacy returns the legacy side over ipamd's checkpoint at path.
@@ -51,7 +51,7 @@ func NewLegacy(path string) *Legacy {
 // holds nothing (a new node), one of another format version fails. An
 // allocation whose key an earlier one of the file already has is not
 // listed, and reported (a *source.ListError).
-func (l *Legacy) List(context.Context) (map[Key]Entry, error) {
+func (l *Legacy) List(context.Context) (map[Key]Alloc, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	m, err := l.read()
@@ -65,25 +65,25 @@ func (l *Legacy) List(context.Context) (map[Key]Entry, error) {
 }
 
 // read reads the file; the map is nil when it could not be read at all.
-func (l *Legacy) read() (map[Key]Entry, error) {
+func (l *Legacy) read() (map[Key]Alloc, error) {
 	var data datastore.CheckpointData
 	if err := l.file.Restore(&data); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return map[Key]Entry{}, nil
+			return map[Key]Alloc{}, nil
 		}
 		return nil, fmt.Errorf("vpccni: reading %s: %w", l.path, err)
 	}
 	if data.Version != datastore.CheckpointFormatVersion {
 		return nil, fmt.Errorf("vpccni: %s has format %q, not %q: it was not written by ipamd", l.path, data.Version, datastore.CheckpointFormatVersion)
 	}
-	m := make(map[Key]Entry, len(data.Allocations))
+	m := make(map[Key]Alloc, len(data.Allocations))
 	var errs []error
 	for _, a := range data.Allocations {
 		if _, dup := m[a.IPAMKey]; dup {
 			errs = append(errs, fmt.Errorf("vpccni: %s: allocation %v appears twice; the first is listed", l.path, a.IPAMKey))
 			continue
 		}
-		m[a.IPAMKey] = a
+		m[a.IPAMKey] = allocOf(a)
 	}
 	if len(errs) > 0 {
 		return m, &source.ListError{Errs: errs}
@@ -92,20 +92,18 @@ func (l *Legacy) read() (map[Key]Entry, error) {
 }
 
 // Put stores one allocation: the whole file is written again.
-func (l *Legacy) Put(ctx context.Context, key Key, value Entry) error {
-	return l.Write(ctx, []source.Change[Key, Entry]{{Key: key, Value: value}})
+func (l *Legacy) Put(ctx context.Context, key Key, value Alloc) error {
+	return l.Write(ctx, []source.Change[Key, Alloc]{{Key: key, Value: value}})
 }
 
 // Delete removes one allocation: the whole file is written again.
 func (l *Legacy) Delete(ctx context.Context, key Key) error {
-	return l.Write(ctx, []source.Change[Key, Entry]{{Key: key, Delete: true}})
+	return l.Write(ctx, []source.Change[Key, Alloc]{{Key: key, Delete: true}})
 }
 
 // Write applies changes in order and writes the file once, as ipamd
-// would: all of them or, when it fails, none. An allocation is stored with
-// its key's fields, whatever value.IPAMKey says, so that the file lists it
-// under the key it was put with.
-func (l *Legacy) Write(_ context.Context, changes []source.Change[Key, Entry]) error {
+// would: all of them or, when it fails, none.
+func (l *Legacy) Write(_ context.Context, changes []source.Change[Key, Alloc]) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.loaded {
@@ -121,7 +119,6 @@ func (l *Legacy) Write(_ context.Context, changes []source.Change[Key, Entry]) e
 			delete(next, c.Key)
 			continue
 		}
-		c.Value.IPAMKey = c.Key
 		next[c.Key] = c.Value
 	}
 	l.scratch = appendSorted(l.scratch[:0], next)
@@ -135,10 +132,10 @@ func (l *Legacy) Write(_ context.Context, changes []source.Change[Key, Entry]) e
 
 // appendSorted appends m's allocations to dst in the order of their keys,
 // so that the file reads the same for the same state.
-func appendSorted(dst []datastore.CheckpointEntry, m map[Key]Entry) []datastore.CheckpointEntry {
+func appendSorted(dst []datastore.CheckpointEntry, m map[Key]Alloc) []datastore.CheckpointEntry {
 	start := len(dst)
-	for _, e := range m {
-		dst = append(dst, e)
+	for k, a := range m {
+		dst = append(dst, entryOf(k, a))
 	}
 	slices.SortFunc(dst[start:], func(a, b datastore.CheckpointEntry) int { return compareKeys(a.IPAMKey, b.IPAMKey) })
 	return dst

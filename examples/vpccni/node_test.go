@@ -66,7 +66,7 @@ func (n *node) newDataStore(backing datastore.Checkpointer, allocations int) (*d
 		return nil, err
 	}
 	for i := range prefixes(allocations) {
-		_, cidr, err := net.ParseCIDR(fmt.Sprintf("10.%d.%d.%d/28", 1+i>>12, (i>>4)&0xff, (i&0xf)<<4))
+		_, cidr, err := net.ParseCIDR(address(16*i) + "/28")
 		if err != nil {
 			return nil, err
 		}
@@ -75,6 +75,12 @@ func (n *node) newDataStore(backing datastore.Checkpointer, allocations int) (*d
 		}
 	}
 	return ds, nil
+}
+
+// address is the node's i-th address: the (i%16)-th of the (i/16)-th prefix.
+func address(i int) string {
+	p := i / 16
+	return fmt.Sprintf("10.%d.%d.%d", 1+p>>12, (p>>4)&0xff, (p&0xf)<<4+i%16)
 }
 
 // open returns a Checkpointer in phase p over the node's files; the test

@@ -19,10 +19,10 @@ const old = migrate.Phase(-1)
 // the released binary, this library's phases 0 to 3, the released binary
 // again between them, and ADDs and DELs at every step. After every start,
 // what ReadBackingStore restored must be exactly what was acknowledged,
-// each address held once; the old binary's DEL b, ADD f, which hands f
-// b's address, must not make the next start fail (ipamd's
-// ReadBackingStore panicked "addr already assigned" at every restart when
-// both b and f came back, issue 32, item 4).
+// each address held once; after the old binary's DEL b, ADD f, which
+// hands f b's address, the next start must serve f alone with it (were b
+// restored too, ipamd's ReadBackingStore would panic "addr already
+// assigned", as it did at every restart of the issue 32 adapter).
 func TestRollout(t *testing.T) {
 	steps := []struct {
 		phase migrate.Phase

@@ -19,8 +19,26 @@ import (
 // interface name), as ipamd keeps it.
 type Key = datastore.IPAMKey
 
-// Entry is an allocation as ipamd checkpoints it (its key included).
-type Entry = datastore.CheckpointEntry
+// Alloc is an allocation as ipamd checkpoints it, less its key: the
+// fields of a datastore.CheckpointEntry after its IPAMKey, with their JSON
+// names. (In ipam.json the key is part of each entry; in the Store, the
+// key is the entry's, and a value is only what it holds.)
+type Alloc struct {
+	IPv4                string                 `json:"ipv4,omitempty"`
+	IPv6                string                 `json:"ipv6,omitempty"`
+	AllocationTimestamp int64                  `json:"allocationTimestamp"`
+	Metadata            datastore.IPAMMetadata `json:"metadata"`
+}
+
+// allocOf returns e less its key.
+func allocOf(e datastore.CheckpointEntry) Alloc {
+	return Alloc{IPv4: e.IPv4, IPv6: e.IPv6, AllocationTimestamp: e.AllocationTimestamp, Metadata: e.Metadata}
+}
+
+// entryOf returns the entry of ipamd's checkpoint that a holds under k.
+func entryOf(k Key, a Alloc) datastore.CheckpointEntry {
+	return datastore.CheckpointEntry{IPAMKey: k, IPv4: a.IPv4, IPv6: a.IPv6, AllocationTimestamp: a.AllocationTimestamp, Metadata: a.Metadata}
+}
 
 // Config says where ipamd's state lives and which phase this binary runs.
 type Config struct {
@@ -47,12 +65,12 @@ type Config struct {
 // file is an explicit legacy, which the Store writes in phases 0 to 2, and
 // no two allocations hold one address (Unique). Open uses it; a test of
 // the rollout (migratetest) starts from it too.
-func StoreConfig(phase migrate.Phase, legacy source.Reader[Key, Entry], cp migrate.Checkpoint[Key, Entry]) migrate.Config[Key, Entry] {
-	return migrate.Config[Key, Entry]{Phase: phase, Legacy: legacy, Checkpoint: cp, Unique: Addresses}
+func StoreConfig(phase migrate.Phase, legacy source.Reader[Key, Alloc], cp migrate.Checkpoint[Key, Alloc]) migrate.Config[Key, Alloc] {
+	return migrate.Config[Key, Alloc]{Phase: phase, Legacy: legacy, Checkpoint: cp, Unique: Addresses}
 }
 
 // Addresses returns the addresses an allocation holds.
-func Addresses(e Entry) []string {
+func Addresses(e Alloc) []string {
 	var out []string
 	for _, a := range []string{e.IPv4, e.IPv6} {
 		if a != "" {
@@ -72,11 +90,11 @@ func Addresses(e Entry) []string {
 // with migrate.Store.Replace, which writes only what changed. The methods
 // are safe for concurrent use.
 type Checkpointer struct {
-	store *migrate.Store[Key, Entry]
+	store *migrate.Store[Key, Alloc]
 
 	mu      sync.Mutex // guards the fields below
 	report  migrate.Report[Key]
-	snap    map[Key]Entry // reused by every Checkpoint
+	snap    map[Key]Alloc // reused by every Checkpoint
 	restore bool          // Restore has succeeded
 }
 
@@ -92,11 +110,11 @@ func Open(ctx context.Context, cfg Config) (*Checkpointer, error) {
 	if cfg.CheckpointPath == "" {
 		return nil, fmt.Errorf("vpccni: Config.CheckpointPath is required: where phaseshift's checkpoint lives, beside ipam.json")
 	}
-	f, err := checkpoint.Open[Key, Entry](ctx, cfg.CheckpointPath, cfg.CheckpointOptions...)
+	f, err := checkpoint.Open[Key, Alloc](ctx, cfg.CheckpointPath, cfg.CheckpointOptions...)
 	if err != nil {
 		return nil, fmt.Errorf("vpccni: %w", err)
 	}
-	var legacy source.Reader[Key, Entry]
+	var legacy source.Reader[Key, Alloc]
 	if cfg.LegacyPath != "" {
 		legacy = NewLegacy(cfg.LegacyPath)
 	}
@@ -124,11 +142,11 @@ func (c *Checkpointer) Restore(into interface{}) error {
 		}
 		c.report, c.restore = r, true
 	}
-	data := datastore.CheckpointData{Version: datastore.CheckpointFormatVersion, Allocations: make([]Entry, 0, c.store.Len())}
-	for _, e := range c.store.All() {
-		data.Allocations = append(data.Allocations, e)
+	data := datastore.CheckpointData{Version: datastore.CheckpointFormatVersion, Allocations: make([]datastore.CheckpointEntry, 0, c.store.Len())}
+	for k, a := range c.store.All() {
+		data.Allocations = append(data.Allocations, entryOf(k, a))
 	}
-	slices.SortFunc(data.Allocations, func(a, b Entry) int { return compareKeys(a.IPAMKey, b.IPAMKey) })
+	slices.SortFunc(data.Allocations, func(a, b datastore.CheckpointEntry) int { return compareKeys(a.IPAMKey, b.IPAMKey) })
 	if p, ok := into.(*datastore.CheckpointData); ok {
 		*p = data
 		return nil
@@ -160,14 +178,14 @@ func (c *Checkpointer) Checkpoint(data interface{}) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.snap == nil {
-		c.snap = make(map[Key]Entry, len(d.Allocations))
+		c.snap = make(map[Key]Alloc, len(d.Allocations))
 	}
 	clear(c.snap)
 	for _, a := range d.Allocations {
 		if _, dup := c.snap[a.IPAMKey]; dup {
 			return fmt.Errorf("vpccni: Checkpoint: allocation %v appears twice", a.IPAMKey)
 		}
-		c.snap[a.IPAMKey] = a
+		c.snap[a.IPAMKey] = allocOf(a)
 	}
 	if err := c.store.Replace(context.Background(), c.snap); err != nil {
 		return fmt.Errorf("vpccni: %w", err)
@@ -184,7 +202,7 @@ func (c *Checkpointer) Report() migrate.Report[Key] {
 
 // Store returns the Store, for metrics (package metrics) and the control
 // socket (package migrate/control).
-func (c *Checkpointer) Store() *migrate.Store[Key, Entry] { return c.store }
+func (c *Checkpointer) Store() *migrate.Store[Key, Alloc] { return c.store }
 
 // Close closes the Store and releases the checkpoint's lock. It is
 // idempotent.
