@@ -36,10 +36,14 @@
 // An ipamd that imports this library takes the root module
 // (github.com/phaseshift/phaseshift: zap and golang.org/x/sys) and nothing
 // of gRPC or cri-api: its own pins stay. One that imports source/cri too (a
-// CNI release still in the CRI era) ends up with at least the gRPC and
-// cri-api that source/cri requires: google.golang.org/grpc v1.58.3 and
-// k8s.io/cri-api v0.28.0, or its own where those are higher (this module
-// ends up with the AWS module's gRPC v1.82.1 and no cri-api).
+// CNI release still in the CRI era) ends up with at least what source/cri
+// requires, the lowest with which it builds and passes its tests:
+// google.golang.org/grpc v1.63.0 (grpc.NewClient) and k8s.io/cri-api
+// v0.20.0 (the CRI v1 API), or its own where those are higher; with
+// Kubernetes 1.30's pins (gRPC v1.58.3, cri-api v0.30.4), gRPC v1.63.0 and
+// its own cri-api (internal/deps, TestCRIImporterEndsUpWith, checks both).
+// This module, which does not import source/cri, has the AWS module's gRPC
+// (v1.82.1) and no cri-api.
 //
 // # Caveats
 //
