@@ -25,7 +25,7 @@
 //
 // This is a module of its own, and not in the repository's go.work:
 // github.com/aws/amazon-vpc-cni-k8s brings client-go, the AWS SDK and
-// gRPC v1.8x with it, and requires Go 1.26.4. In go.work it would raise the
+// gRPC v1.83 with it, and requires Go 1.26.4. In go.work it would raise the
 // workspace's go line to 1.26.4, and Go's version selection would build
 // every other module's tests with the versions the AWS module requires
 // (gRPC, cri-api, Prometheus, the CNI plugins) instead of the lowest ones
@@ -43,7 +43,7 @@
 // Kubernetes 1.30's pins (gRPC v1.58.3, cri-api v0.30.4), gRPC v1.63.0 and
 // its own cri-api (internal/deps, TestCRIImporterEndsUpWith, checks both).
 // This module, which does not import source/cri, has the AWS module's gRPC
-// (v1.82.1) and no cri-api.
+// (v1.83.1, with v1.23.1 of it) and no cri-api.
 //
 // # Caveats
 //
