@@ -33,14 +33,32 @@ func observing(entries map[string]int) source.Func[string, int] {
 	return func(context.Context) (map[string]int, error) { return entries, nil }
 }
 
+// partly is a legacy that only lists, and could not read one entry.
+func partly(entries map[string]int) source.Func[string, int] {
+	return func(context.Context) (map[string]int, error) {
+		return entries, &source.ListError{Errs: []error{errors.New("one entry could not be read")}}
+	}
+}
+
 // open opens the checkpoint at path and a Store in phase on legacy, and
 // restores it.
 func open(t *testing.T, path string, phase migrate.Phase, legacy map[string]int) node {
 	t.Helper()
+	return openOn(t, path, phase, observing(legacy))
+}
+
+// openPartly is open over a listing that could not read one entry.
+func openPartly(t *testing.T, path string, phase migrate.Phase, legacy map[string]int) node {
+	t.Helper()
+	return openOn(t, path, phase, partly(legacy))
+}
+
+func openOn(t *testing.T, path string, phase migrate.Phase, legacy source.Reader[string, int]) node {
+	t.Helper()
 	ctx := context.Background()
 	f, err := checkpoint.Open[string, int](ctx, path, checkpoint.WithJournal())
 	require.NoError(t, err)
-	s, err := migrate.New(migrate.Config[string, int]{Phase: phase, Legacy: observing(legacy), Checkpoint: f, Equal: sameInt})
+	s, err := migrate.New(migrate.Config[string, int]{Phase: phase, Legacy: legacy, Checkpoint: f, Equal: sameInt})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	rep, err := s.Restore(ctx)
@@ -50,13 +68,14 @@ func open(t *testing.T, path string, phase migrate.Phase, legacy map[string]int)
 
 // reconciled is a node whose phase-2 restore found, against what phase 1
 // checkpointed (a=1, b=2, c=3, e=5), that legacy now holds a with another
-// value (diverged), lacks b and c (orphaned) and holds d (backfilled).
+// value (diverged), lacks b and c (orphaned: the listing could not read one
+// entry, so nothing is dropped on its evidence) and holds d (backfilled).
 func reconciled(t *testing.T) node {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "state.json")
 	first := open(t, path, migrate.PhaseExpand, map[string]int{"a": 1, "b": 2, "c": 3, "e": 5})
 	require.NoError(t, first.store.Close())
-	n := open(t, path, migrate.PhaseMigrate, map[string]int{"a": 10, "d": 4, "e": 5})
+	n := openPartly(t, path, migrate.PhaseMigrate, map[string]int{"a": 10, "d": 4, "e": 5})
 	require.ElementsMatch(t, []string{"b", "c"}, n.report.Orphaned)
 	require.ElementsMatch(t, []string{"a"}, n.report.Diverged)
 	require.ElementsMatch(t, []string{"d"}, n.report.Backfilled)
@@ -74,14 +93,15 @@ const restoreEntriesHelp = `# HELP phaseshift_restore_entries The last restore's
 # TYPE phaseshift_restore_entries gauge
 `
 
-// restoreEntries is the exposition of phaseshift_restore_entries.
+// restoreEntries is the exposition of phaseshift_restore_entries, with one
+// error (reconciled's partial listing).
 func restoreEntries(restored, backfilled, orphaned, diverged int) string {
 	var b strings.Builder
 	b.WriteString(restoreEntriesHelp)
 	for _, kv := range []struct {
 		kind string
 		n    int
-	}{{"backfilled", backfilled}, {"diverged", diverged}, {"dropped", 0}, {"errors", 0}, {"orphaned", orphaned}, {"pruned", 0}, {"restored", restored}} {
+	}{{"backfilled", backfilled}, {"diverged", diverged}, {"dropped", 0}, {"errors", 1}, {"orphaned", orphaned}, {"pruned", 0}, {"restored", restored}} {
 		b.WriteString(`phaseshift_restore_entries{kind="` + kv.kind + `"} ` + strconv.Itoa(kv.n) + "\n")
 	}
 	return b.String()

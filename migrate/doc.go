@@ -90,7 +90,7 @@
 //     back so: it is the file before the last compaction). A file written
 //     before Meta.Behind existed says the first by its phase alone. In
 //     phase 2, a checkpoint that lacks an entry an implicit legacy lists
-//     is behind legacy too: CRI lists a sandbox only once its ADD was
+//     in full is behind legacy too: CRI lists a sandbox only once its ADD was
 //     acknowledged, and phases 1 to 3 acknowledge only what the checkpoint
 //     holds, so a run that does not write the checkpoint (the old binary,
 //     which leaves no mark) came after it, and may have deleted what the

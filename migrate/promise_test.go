@@ -27,28 +27,30 @@ import (
 // checkpoint {a, b}, and a legacy listing {a} that says it could not read
 // b. Pruning b would hand its IP out twice.
 func TestPromisePartialListingNeverPrunes(t *testing.T) {
-	ctx := context.Background()
-	cri := &migratetest.Implicit[string, int]{}
-	cri.Set("a", 1)
-	cp := checkpoint.NewMemory[string, int]()
-	require.NoError(t, cp.Save(ctx, checkpoint.Snapshot[string, int]{Meta: checkpoint.Meta{Phase: "migrate"}, Entries: map[string]int{"a": 1, "b": 2}}))
-	cri.FailListPartly(errors.New("sandbox b: status: context deadline exceeded"))
+	t.Run("rule21", func(t *testing.T) {
+		ctx := context.Background()
+		cri := &migratetest.Implicit[string, int]{}
+		cri.Set("a", 1)
+		cp := checkpoint.NewMemory[string, int]()
+		require.NoError(t, cp.Save(ctx, checkpoint.Snapshot[string, int]{Meta: checkpoint.Meta{Phase: "migrate"}, Entries: map[string]int{"a": 1, "b": 2}}))
+		cri.FailListPartly(errors.New("sandbox b: status: context deadline exceeded"))
 
-	s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Legacy: cri, Checkpoint: checkpointtest.Reopen(t, cp), PruneOrphans: true, Equal: sameInt})
-	require.NoError(t, err)
-	defer s.Close()
-	r, err := s.Restore(ctx)
-	require.NoError(t, err)
-	assert.Empty(t, r.Pruned)
-	assert.Equal(t, []string{"b"}, r.Orphaned, "kept and reported")
-	require.Len(t, r.Errors, 1)
-	assert.Contains(t, r.Errors[0].Error(), "sandbox b")
-	v, ok := s.Get("b")
-	assert.True(t, ok)
-	assert.Equal(t, 2, v)
-	snap, err := checkpointtest.Reopen(t, cp).Load(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, map[string]int{"a": 1, "b": 2}, snap.Entries, "b is still in the checkpoint")
+		s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Legacy: cri, Checkpoint: checkpointtest.Reopen(t, cp), PruneOrphans: true, Equal: sameInt})
+		require.NoError(t, err)
+		defer s.Close()
+		r, err := s.Restore(ctx)
+		require.NoError(t, err)
+		assert.Empty(t, r.Pruned)
+		assert.Equal(t, []string{"b"}, r.Orphaned, "kept and reported")
+		require.Len(t, r.Errors, 1)
+		assert.Contains(t, r.Errors[0].Error(), "sandbox b")
+		v, ok := s.Get("b")
+		assert.True(t, ok)
+		assert.Equal(t, 2, v)
+		snap, err := checkpointtest.Reopen(t, cp).Load(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]int{"a": 1, "b": 2}, snap.Entries, "b is still in the checkpoint")
+	})
 }
 
 // registryNode is a proxy's node with a registry that survives restarts
@@ -125,43 +127,45 @@ func (n *registryNode) serves(want map[string]int) {
 // binary acknowledged in between (a changed value, a delete) is what a
 // later phase 2 serves, and the checkpoint is brought in line with it.
 func TestPromiseOldBinaryWritesWin(t *testing.T) {
-	t.Run("a changed value", func(t *testing.T) {
-		n := newRegistryNode(t)
-		n.mustStart(migrate.PhaseMigrate)
-		n.put("vm-1", 1)
-		n.mustStart(migrate.PhaseLegacy)
-		n.put("vm-1", 2) // acknowledged by the old binary
-		r := n.mustStart(migrate.PhaseMigrate)
-		n.serves(map[string]int{"vm-1": 2})
-		assert.Equal(t, []string{"vm-1"}, r.Diverged, "reported, never silent")
-		v, _ := n.reg.Get("vm-1")
-		assert.Equal(t, 2, v, "the registry keeps what the old binary acknowledged")
-		snap, err := checkpointtest.Reopen(t, n.cp).Load(context.Background())
-		require.NoError(t, err)
-		assert.Equal(t, map[string]int{"vm-1": 2}, snap.Entries)
-	})
-	t.Run("a delete", func(t *testing.T) {
-		n := newRegistryNode(t)
-		n.mustStart(migrate.PhaseMigrate)
-		n.put("a", 1)
-		n.put("b", 2)
-		n.mustStart(migrate.PhaseLegacy)
-		require.NoError(t, n.s.Delete(context.Background(), "a"))
-		r := n.mustStart(migrate.PhaseMigrate)
-		n.serves(map[string]int{"b": 2})
-		assert.Equal(t, []string{"a"}, r.Dropped)
-		assert.Empty(t, r.Orphaned)
-		_, ok := n.reg.Get("a")
-		assert.False(t, ok, "a is not written back into the registry")
-	})
-	t.Run("phase 1 too", func(t *testing.T) {
-		n := newRegistryNode(t)
-		n.mustStart(migrate.PhaseExpand)
-		n.put("vm-1", 1)
-		n.mustStart(migrate.PhaseLegacy)
-		n.put("vm-1", 2)
-		n.mustStart(migrate.PhaseExpand)
-		n.serves(map[string]int{"vm-1": 2})
+	t.Run("rule19", func(t *testing.T) {
+		t.Run("a changed value", func(t *testing.T) {
+			n := newRegistryNode(t)
+			n.mustStart(migrate.PhaseMigrate)
+			n.put("vm-1", 1)
+			n.mustStart(migrate.PhaseLegacy)
+			n.put("vm-1", 2) // acknowledged by the old binary
+			r := n.mustStart(migrate.PhaseMigrate)
+			n.serves(map[string]int{"vm-1": 2})
+			assert.Equal(t, []string{"vm-1"}, r.Diverged, "reported, never silent")
+			v, _ := n.reg.Get("vm-1")
+			assert.Equal(t, 2, v, "the registry keeps what the old binary acknowledged")
+			snap, err := checkpointtest.Reopen(t, n.cp).Load(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, map[string]int{"vm-1": 2}, snap.Entries)
+		})
+		t.Run("a delete", func(t *testing.T) {
+			n := newRegistryNode(t)
+			n.mustStart(migrate.PhaseMigrate)
+			n.put("a", 1)
+			n.put("b", 2)
+			n.mustStart(migrate.PhaseLegacy)
+			require.NoError(t, n.s.Delete(context.Background(), "a"))
+			r := n.mustStart(migrate.PhaseMigrate)
+			n.serves(map[string]int{"b": 2})
+			assert.Equal(t, []string{"a"}, r.Dropped)
+			assert.Empty(t, r.Orphaned)
+			_, ok := n.reg.Get("a")
+			assert.False(t, ok, "a is not written back into the registry")
+		})
+		t.Run("phase 1 too", func(t *testing.T) {
+			n := newRegistryNode(t)
+			n.mustStart(migrate.PhaseExpand)
+			n.put("vm-1", 1)
+			n.mustStart(migrate.PhaseLegacy)
+			n.put("vm-1", 2)
+			n.mustStart(migrate.PhaseExpand)
+			n.serves(map[string]int{"vm-1": 2})
+		})
 	})
 }
 
@@ -175,116 +179,122 @@ type allocation struct {
 // TestPromisePhase1KeepsTheCheckpointsRecord: phase 2 → 1 → 2 with CRI as
 // legacy keeps the real key and the whole value of an entry CRI agrees on.
 func TestPromisePhase1KeepsTheCheckpointsRecord(t *testing.T) {
-	ctx := context.Background()
-	cri := &migratetest.Implicit[ipamKey, allocation]{}
-	cp := checkpoint.NewMemory[ipamKey, allocation]()
-	var s *migrate.Store[ipamKey, allocation]
-	start := func(p migrate.Phase) {
-		if s != nil {
-			require.NoError(t, s.Close())
+	t.Run("rule13,rule18", func(t *testing.T) {
+		ctx := context.Background()
+		cri := &migratetest.Implicit[ipamKey, allocation]{}
+		cp := checkpoint.NewMemory[ipamKey, allocation]()
+		var s *migrate.Store[ipamKey, allocation]
+		start := func(p migrate.Phase) {
+			if s != nil {
+				require.NoError(t, s.Close())
+			}
+			var err error
+			s, err = migrate.New(migrate.Config[ipamKey, allocation]{
+				Phase: p, Legacy: cri, Checkpoint: checkpointtest.Reopen(t, cp), Match: byContainer,
+				Equal: func(a, b allocation) bool { return a.IP == b.IP }, // what CRI records
+			})
+			require.NoError(t, err)
+			_, err = s.Restore(ctx)
+			require.NoError(t, err)
 		}
-		var err error
-		s, err = migrate.New(migrate.Config[ipamKey, allocation]{
-			Phase: p, Legacy: cri, Checkpoint: checkpointtest.Reopen(t, cp), Match: byContainer,
-			Equal: func(a, b allocation) bool { return a.IP == b.IP }, // what CRI records
-		})
-		require.NoError(t, err)
-		_, err = s.Restore(ctx)
-		require.NoError(t, err)
-	}
-	defer func() { s.Close() }()
-	start(migrate.PhaseMigrate)
-	require.NoError(t, s.Put(ctx, real("c1"), allocation{IP: "10.0.0.1", Gateway: "10.0.0.254"}))
-	cri.Set(fromCRI("c1"), allocation{IP: "10.0.0.1"})
-	start(migrate.PhaseExpand)
-	start(migrate.PhaseMigrate)
-	k, ok := s.Key(real("c1"))
-	require.True(t, ok)
-	assert.Equal(t, real("c1"), k, "the real key, not CRI's placeholder")
-	v, _ := s.Get(real("c1"))
-	assert.Equal(t, allocation{IP: "10.0.0.1", Gateway: "10.0.0.254"}, v, "the whole value")
+		defer func() { s.Close() }()
+		start(migrate.PhaseMigrate)
+		require.NoError(t, s.Put(ctx, real("c1"), allocation{IP: "10.0.0.1", Gateway: "10.0.0.254"}))
+		cri.Set(fromCRI("c1"), allocation{IP: "10.0.0.1"})
+		start(migrate.PhaseExpand)
+		start(migrate.PhaseMigrate)
+		k, ok := s.Key(real("c1"))
+		require.True(t, ok)
+		assert.Equal(t, real("c1"), k, "the real key, not CRI's placeholder")
+		v, _ := s.Get(real("c1"))
+		assert.Equal(t, allocation{IP: "10.0.0.1", Gateway: "10.0.0.254"}, v, "the whole value")
+	})
 }
 
 // TestPromiseBinaryRollbackInPhase3: v2 (schema 2) runs phase 3; the fleet
 // rolls back to v1 (schema 1), still phase 3, default options, CRI
 // configured. v1 must refuse and leave the file, so that v2 finds it.
 func TestPromiseBinaryRollbackInPhase3(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ipam.json")
-	cri := &migratetest.Implicit[string, int]{}
-	open := func(schema int) *migrate.Store[string, int] {
-		opts := []checkpoint.Option{checkpoint.WithSchema(schema)}
-		if schema > 1 {
-			opts = append(opts, checkpoint.WithUpgrade(1, func(k, v json.RawMessage) (json.RawMessage, json.RawMessage, error) { return k, v, nil }))
+	t.Run("rule4", func(t *testing.T) {
+		ctx := context.Background()
+		path := filepath.Join(t.TempDir(), "ipam.json")
+		cri := &migratetest.Implicit[string, int]{}
+		open := func(schema int) *migrate.Store[string, int] {
+			opts := []checkpoint.Option{checkpoint.WithSchema(schema)}
+			if schema > 1 {
+				opts = append(opts, checkpoint.WithUpgrade(1, func(k, v json.RawMessage) (json.RawMessage, json.RawMessage, error) { return k, v, nil }))
+			}
+			f, err := checkpoint.Open[string, int](ctx, path, opts...)
+			require.NoError(t, err)
+			s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseContract, Legacy: cri, Checkpoint: f, Equal: sameInt})
+			require.NoError(t, err)
+			return s
 		}
-		f, err := checkpoint.Open[string, int](ctx, path, opts...)
+		v2 := open(2)
+		_, err := v2.Restore(ctx)
 		require.NoError(t, err)
-		s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseContract, Legacy: cri, Checkpoint: f, Equal: sameInt})
+		for k, v := range map[string]int{"a": 1, "b": 2, "c": 3} {
+			require.NoError(t, v2.Put(ctx, k, v))
+			cri.Set(k, v)
+		}
+		require.NoError(t, v2.Close())
+		before := readFile(t, path)
+
+		for _, strict := range []bool{false, true} {
+			v1 := open(1)
+			_, err = v1.Restore(ctx)
+			require.ErrorIs(t, err, checkpoint.ErrNewerSchema, "strict=%v", strict)
+			assert.Contains(t, err.Error(), "roll forward")
+			assert.Equal(t, 0, v1.Len())
+			require.NoError(t, v1.Close())
+			assert.Equal(t, before, readFile(t, path), "the file is untouched")
+		}
+
+		v2 = open(2)
+		defer v2.Close()
+		r, err := v2.Restore(ctx)
 		require.NoError(t, err)
-		return s
-	}
-	v2 := open(2)
-	_, err := v2.Restore(ctx)
-	require.NoError(t, err)
-	for k, v := range map[string]int{"a": 1, "b": 2, "c": 3} {
-		require.NoError(t, v2.Put(ctx, k, v))
-		cri.Set(k, v)
-	}
-	require.NoError(t, v2.Close())
-	before := readFile(t, path)
-
-	for _, strict := range []bool{false, true} {
-		v1 := open(1)
-		_, err = v1.Restore(ctx)
-		require.ErrorIs(t, err, checkpoint.ErrNewerSchema, "strict=%v", strict)
-		assert.Contains(t, err.Error(), "roll forward")
-		assert.Equal(t, 0, v1.Len())
-		require.NoError(t, v1.Close())
-		assert.Equal(t, before, readFile(t, path), "the file is untouched")
-	}
-
-	v2 = open(2)
-	defer v2.Close()
-	r, err := v2.Restore(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, 3, r.Restored, "rolling forward finds it intact")
+		assert.Equal(t, 3, r.Restored, "rolling forward finds it intact")
+	})
 }
 
 // TestPromiseVolatileLegacy: a proxy whose registry lives in memory follows
 // the README's rollout 0 → 1 → 2 → 3 with restarts in every phase; no
 // restart loses a VM, none reports orphans, and the registry is refilled.
 func TestPromiseVolatileLegacy(t *testing.T) {
-	n := newRegistryNode(t)
-	n.cfg = func(c *migrate.Config[string, int]) { c.VolatileLegacy = true }
-	restart := func(p migrate.Phase) migrate.Report[string] {
-		n.reg.Replace(nil) // the registry dies with the process
-		return n.mustStart(p)
-	}
-	restart(migrate.PhaseLegacy)
-	n.put("vm-0", 0)
-	restart(migrate.PhaseExpand) // phase 0's state died with it, as it always did
-	n.serves(map[string]int{})
-	n.put("vm-1", 1)
-	n.put("vm-2", 2)
-	for _, p := range []migrate.Phase{migrate.PhaseExpand, migrate.PhaseMigrate, migrate.PhaseMigrate, migrate.PhaseContract, migrate.PhaseMigrate} {
-		r := restart(p)
-		n.serves(map[string]int{"vm-1": 1, "vm-2": 2})
-		assert.Empty(t, r.Orphaned, "phase %d: an empty registry is no evidence", p)
-		assert.Empty(t, r.Dropped, "phase %d", p)
-		assert.Equal(t, migrate.ReadCheckpoint, r.ReadFrom, "phase %d", p)
-		if p.WritesLegacy() {
-			assert.Equal(t, 2, r.LegacyWrites, "phase %d refills the registry", p)
-			assert.Equal(t, map[string]int{"vm-1": 1, "vm-2": 2}, n.reg.Snapshot())
+	t.Run("rule11", func(t *testing.T) {
+		n := newRegistryNode(t)
+		n.cfg = func(c *migrate.Config[string, int]) { c.VolatileLegacy = true }
+		restart := func(p migrate.Phase) migrate.Report[string] {
+			n.reg.Replace(nil) // the registry dies with the process
+			return n.mustStart(p)
 		}
-	}
-	// A rollback to phase 0 of this binary marks the checkpoint; its state
-	// dies with it, and the next phase does not bring back what it deleted.
-	n.newPhase0 = true
-	restart(migrate.PhaseLegacy)
-	n.put("vm-3", 3)
-	r := restart(migrate.PhaseMigrate)
-	n.serves(map[string]int{})
-	assert.NotEmpty(t, r.Stale)
+		restart(migrate.PhaseLegacy)
+		n.put("vm-0", 0)
+		restart(migrate.PhaseExpand) // phase 0's state died with it, as it always did
+		n.serves(map[string]int{})
+		n.put("vm-1", 1)
+		n.put("vm-2", 2)
+		for _, p := range []migrate.Phase{migrate.PhaseExpand, migrate.PhaseMigrate, migrate.PhaseMigrate, migrate.PhaseContract, migrate.PhaseMigrate} {
+			r := restart(p)
+			n.serves(map[string]int{"vm-1": 1, "vm-2": 2})
+			assert.Empty(t, r.Orphaned, "phase %d: an empty registry is no evidence", p)
+			assert.Empty(t, r.Dropped, "phase %d", p)
+			assert.Equal(t, migrate.ReadCheckpoint, r.ReadFrom, "phase %d", p)
+			if p.WritesLegacy() {
+				assert.Equal(t, 2, r.LegacyWrites, "phase %d refills the registry", p)
+				assert.Equal(t, map[string]int{"vm-1": 1, "vm-2": 2}, n.reg.Snapshot())
+			}
+		}
+		// A rollback to phase 0 of this binary marks the checkpoint; its state
+		// dies with it, and the next phase does not bring back what it deleted.
+		n.newPhase0 = true
+		restart(migrate.PhaseLegacy)
+		n.put("vm-3", 3)
+		r := restart(migrate.PhaseMigrate)
+		n.serves(map[string]int{})
+		assert.NotEmpty(t, r.Stale)
+	})
 }
 
 // TestPromiseDoubleFault: a write that one side refuses, and whose undo on

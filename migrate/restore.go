@@ -43,9 +43,11 @@ func (s *Store[K, V]) Restore(ctx context.Context) (Report[K], error) {
 	return r, nil
 }
 
-// restore reads and judges both sides (sides.go), picks the basis by the
-// rules (rules.go), builds the state entry by entry (combine.go), and then,
-// only then, repairs the sides: quarantine, legacy, checkpoint.
+// restore reads and judges both sides (read.go: rules 1 to 8), picks the
+// basis (basis.go: rules 9 to 17), builds the state entry by entry
+// (build.go and build_duplicates.go: rules 18 to 22), and then, only then,
+// repairs the sides (repair.go: rules 23 to 26): quarantine, legacy,
+// checkpoint.
 func (s *Store[K, V]) restore(ctx context.Context, r *Report[K]) (state[K, V], error) {
 	var in sides[K, V]
 	var err error
@@ -55,13 +57,13 @@ func (s *Store[K, V]) restore(ctx context.Context, r *Report[K]) (state[K, V], e
 	if in.lg, err = s.readLegacy(ctx); err != nil {
 		return state[K, V]{}, err
 	}
-	s.dedupe(in.ck.entries, nil, "checkpoint", r)
-	in.lg.dupes = s.dedupe(in.lg.entries, in.ck.entries, "legacy", r)
 	s.judgeMissedWrites(&in, r)
 	b, err := s.chooseBasis(&in)
 	if err != nil {
 		return state[K, V]{}, err
 	}
+	s.dedupe(in.ck.entries, nil, "checkpoint", r)
+	in.lg.dupes = s.dedupe(in.lg.entries, in.ck.entries, "legacy", r)
 	held := s.heldIDs(&in) // before build, which may adopt the checkpoint's map
 	out := s.build(b, &in, r)
 	if err := s.resolveUnique(&in, held, &out, r); err != nil {

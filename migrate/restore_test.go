@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,8 +60,25 @@ type shadowWant struct {
 
 type setup struct {
 	name  string
+	rules []int // the rules of the package doc the case is about, besides the phase's own
 	write func(t *testing.T, w *world)
 	want  func(p migrate.Phase, explicit, strict bool) want
+}
+
+// phaseRule is the rule that builds on the checkpoint in phase p (or on
+// legacy, in phases 0 and 1) when no other rule decides first.
+var phaseRule = map[migrate.Phase]int{migrate.PhaseLegacy: 12, migrate.PhaseExpand: 13, migrate.PhaseMigrate: 16, migrate.PhaseContract: 17}
+
+// ruleTag names a test by the rules it is about: "rule4,rule17", which
+// go test -run '/rule17\b' finds.
+func ruleTag(rules ...int) string {
+	slices.Sort(rules)
+	rules = slices.Compact(rules)
+	tags := make([]string, len(rules))
+	for i, r := range rules {
+		tags[i] = fmt.Sprintf("rule%d", r)
+	}
+	return strings.Join(tags, ",")
 }
 
 func sorted(ks []string) []string {
@@ -184,6 +202,7 @@ func staleByContent(p migrate.Phase, explicit bool, w want) want {
 var restoreCases = []setup{
 	{
 		name:  "missing checkpoint",
+		rules: []int{1, 25},
 		write: func(t *testing.T, w *world) {},
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			switch p {
@@ -198,6 +217,7 @@ var restoreCases = []setup{
 	},
 	{
 		name:  "fresh checkpoint",
+		rules: []int{18},
 		write: func(t *testing.T, w *world) { w.saveCheckpoint(t, migrate.PhaseExpand, legacyL, "") },
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			switch p {
@@ -213,6 +233,7 @@ var restoreCases = []setup{
 	},
 	{
 		name:  "checkpoint stale by content",
+		rules: []int{8, 19, 20, 21},
 		write: func(t *testing.T, w *world) { w.saveCheckpoint(t, migrate.PhaseMigrate, staleC, "") },
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			switch p {
@@ -227,6 +248,7 @@ var restoreCases = []setup{
 	},
 	{
 		name:  "checkpoint from an earlier boot",
+		rules: []int{3},
 		write: func(t *testing.T, w *world) { w.saveCheckpoint(t, migrate.PhaseContract, staleC, "boot-0") },
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			switch p {
@@ -241,6 +263,7 @@ var restoreCases = []setup{
 	},
 	{
 		name:  "checkpoint written by phase 3",
+		rules: []int{9, 21, 23},
 		write: func(t *testing.T, w *world) { w.saveCheckpoint(t, migrate.PhaseContract, contractC, "") },
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			if p == migrate.PhaseContract {
@@ -263,6 +286,7 @@ var restoreCases = []setup{
 	},
 	{
 		name:  "checkpoint behind legacy (marked by a phase-0 run)",
+		rules: []int{7, 10, 14},
 		write: func(t *testing.T, w *world) { w.saveCheckpoint(t, migrate.PhaseLegacy, staleC, "") },
 		want: func(p migrate.Phase, explicit, strict bool) want {
 			switch p {
@@ -278,7 +302,8 @@ var restoreCases = []setup{
 		},
 	},
 	{
-		name: "corrupt checkpoint",
+		name:  "corrupt checkpoint",
+		rules: []int{4, 5},
 		write: func(t *testing.T, w *world) {
 			w.saveCheckpoint(t, migrate.PhaseMigrate, staleC, "")
 			checkpointtest.Corrupt(w.cp)
@@ -288,7 +313,8 @@ var restoreCases = []setup{
 		},
 	},
 	{
-		name: "checkpoint with a newer schema",
+		name:  "checkpoint with a newer schema",
+		rules: []int{4, 5},
 		write: func(t *testing.T, w *world) {
 			w.saveCheckpoint(t, migrate.PhaseMigrate, staleC, "")
 			require.NoError(t, checkpointtest.SetSchema(w.cp, 2))
@@ -302,7 +328,8 @@ var restoreCases = []setup{
 		},
 	},
 	{
-		name: "checkpoint with a newer schema, written by phase 3",
+		name:  "checkpoint with a newer schema, written by phase 3",
+		rules: []int{4, 5, 9},
 		write: func(t *testing.T, w *world) {
 			w.saveCheckpoint(t, migrate.PhaseContract, contractC, "")
 			require.NoError(t, checkpointtest.SetSchema(w.cp, 2))
@@ -319,7 +346,8 @@ var restoreCases = []setup{
 		},
 	},
 	{
-		name: "checkpoint with a newer schema, written by phase 3 in an earlier boot",
+		name:  "checkpoint with a newer schema, written by phase 3 in an earlier boot",
+		rules: []int{3, 5},
 		write: func(t *testing.T, w *world) {
 			w.saveCheckpoint(t, migrate.PhaseContract, contractC, "boot-0")
 			require.NoError(t, checkpointtest.SetSchema(w.cp, 2))
@@ -337,7 +365,8 @@ var restoreCases = []setup{
 		},
 	},
 	{
-		name: "checkpoint with an unreadable entry",
+		name:  "checkpoint with an unreadable entry",
+		rules: []int{4, 5, 14},
 		write: func(t *testing.T, w *world) {
 			checkpointtest.SetBytes(w.cp, badEntryFile(t, migrate.PhaseMigrate, map[string]int{"a": 1, "d": 4}, "b"))
 		},
@@ -387,7 +416,11 @@ func TestRestoreRules(t *testing.T) {
 		for _, p := range phases {
 			for _, explicit := range []bool{false, true} {
 				for _, strict := range []bool{false, true} {
-					name := fmt.Sprintf("%s/phase%d/%s/strict=%v", c.name, p, map[bool]string{false: "implicit", true: "explicit"}[explicit], strict)
+					rules := append(slices.Clone(c.rules), phaseRule[p])
+					if strict {
+						rules = append(rules, 2)
+					}
+					name := fmt.Sprintf("%s/%s/phase%d/%s/strict=%v", ruleTag(rules...), c.name, p, map[bool]string{false: "implicit", true: "explicit"}[explicit], strict)
 					t.Run(name, func(t *testing.T) {
 						runRestoreCase(t, c, p, explicit, strict)
 					})
@@ -476,34 +509,36 @@ func runRestoreCase(t *testing.T, c setup, p migrate.Phase, explicit, strict boo
 // TestRestoreLegacyFailures covers a legacy listing that fails entirely, in
 // every phase.
 func TestRestoreLegacyFailures(t *testing.T) {
-	boom := errors.New("runtime not answering")
-	for _, p := range phases {
-		for _, strict := range []bool{false, true} {
-			t.Run(fmt.Sprintf("phase%d/strict=%v", p, strict), func(t *testing.T) {
-				ctx := context.Background()
-				w := newWorld(false, legacyL)
-				w.saveCheckpoint(t, migrate.PhaseMigrate, staleC, "")
-				w.impl.FailList(-1, boom)
-				s := w.open(t, migrate.Config[string, int]{Phase: p, Strict: strict, Checkpoint: checkpointtest.Reopen(t, w.cp)})
-				r, err := s.Restore(ctx)
-				switch {
-				case p == migrate.PhaseLegacy || p == migrate.PhaseExpand:
-					require.ErrorIs(t, err, boom, "the side phase %d restores from cannot be read: fail in every mode", p)
-					assert.Contains(t, err.Error(), "reading legacy")
-				case strict:
-					require.ErrorIs(t, err, boom, "Strict fails on any listing it cannot read, in every phase")
-				default:
-					require.NoError(t, err)
-					assert.Equal(t, staleC, collect(s), "the checkpoint serves; nothing is backfilled")
-					require.Len(t, r.Errors, 1)
-					assert.ErrorIs(t, r.Errors[0], boom)
-					assert.Empty(t, r.Backfilled)
-					assert.Empty(t, r.Orphaned, "without legacy there is nothing to call an orphan")
-					assert.Nil(t, r.Shadow)
-				}
-			})
+	t.Run("rule6,rule15", func(t *testing.T) {
+		boom := errors.New("runtime not answering")
+		for _, p := range phases {
+			for _, strict := range []bool{false, true} {
+				t.Run(fmt.Sprintf("phase%d/strict=%v", p, strict), func(t *testing.T) {
+					ctx := context.Background()
+					w := newWorld(false, legacyL)
+					w.saveCheckpoint(t, migrate.PhaseMigrate, staleC, "")
+					w.impl.FailList(-1, boom)
+					s := w.open(t, migrate.Config[string, int]{Phase: p, Strict: strict, Checkpoint: checkpointtest.Reopen(t, w.cp)})
+					r, err := s.Restore(ctx)
+					switch {
+					case p == migrate.PhaseLegacy || p == migrate.PhaseExpand:
+						require.ErrorIs(t, err, boom, "the side phase %d restores from cannot be read: fail in every mode", p)
+						assert.Contains(t, err.Error(), "reading legacy")
+					case strict:
+						require.ErrorIs(t, err, boom, "Strict fails on any listing it cannot read, in every phase")
+					default:
+						require.NoError(t, err)
+						assert.Equal(t, staleC, collect(s), "the checkpoint serves; nothing is backfilled")
+						require.Len(t, r.Errors, 1)
+						assert.ErrorIs(t, r.Errors[0], boom)
+						assert.Empty(t, r.Backfilled)
+						assert.Empty(t, r.Orphaned, "without legacy there is nothing to call an orphan")
+						assert.Nil(t, r.Shadow)
+					}
+				})
+			}
 		}
-	}
+	})
 }
 
 // TestRestorePartialListing: a listing that could not read every entry is
@@ -513,27 +548,29 @@ func TestRestoreLegacyFailures(t *testing.T) {
 // behind legacy, so that phase 3 refuses it until a run reads legacy in
 // full (issue: prune on a listing legacy said was incomplete).
 func TestRestorePartialListing(t *testing.T) {
-	for _, p := range phases {
-		for _, explicit := range []bool{false, true} {
-			for _, prune := range []bool{false, true} {
-				name := fmt.Sprintf("phase%d/%s/prune=%v", p, map[bool]string{false: "implicit", true: "explicit"}[explicit], prune)
-				t.Run(name, func(t *testing.T) { runPartialListing(t, p, explicit, prune) })
+	t.Run("rule21,rule26", func(t *testing.T) {
+		for _, p := range phases {
+			for _, explicit := range []bool{false, true} {
+				for _, prune := range []bool{false, true} {
+					name := fmt.Sprintf("phase%d/%s/prune=%v", p, map[bool]string{false: "implicit", true: "explicit"}[explicit], prune)
+					t.Run(name, func(t *testing.T) { runPartialListing(t, p, explicit, prune) })
+				}
 			}
 		}
-	}
-	t.Run("strict refuses in every phase", func(t *testing.T) {
-		for _, p := range phases {
-			w := newWorld(false, legacyL)
-			w.saveCheckpoint(t, migrate.PhaseMigrate, legacyL, "")
-			before := w.cp.Bytes()
-			w.impl.Remove("c")
-			w.impl.FailListPartly(errors.New("sandbox c: status: deadline exceeded"))
-			s := w.open(t, migrate.Config[string, int]{Phase: p, Strict: true, Checkpoint: checkpointtest.Reopen(t, w.cp)})
-			_, err := s.Restore(context.Background())
-			require.Error(t, err, "phase %d", p)
-			assert.Contains(t, err.Error(), "sandbox c")
-			assert.Equal(t, before, w.cp.Bytes())
-		}
+		t.Run("strict refuses in every phase", func(t *testing.T) {
+			for _, p := range phases {
+				w := newWorld(false, legacyL)
+				w.saveCheckpoint(t, migrate.PhaseMigrate, legacyL, "")
+				before := w.cp.Bytes()
+				w.impl.Remove("c")
+				w.impl.FailListPartly(errors.New("sandbox c: status: deadline exceeded"))
+				s := w.open(t, migrate.Config[string, int]{Phase: p, Strict: true, Checkpoint: checkpointtest.Reopen(t, w.cp)})
+				_, err := s.Restore(context.Background())
+				require.Error(t, err, "phase %d", p)
+				assert.Contains(t, err.Error(), "sandbox c")
+				assert.Equal(t, before, w.cp.Bytes())
+			}
+		})
 	})
 }
 
@@ -601,23 +638,25 @@ func runPartialListing(t *testing.T, p migrate.Phase, explicit, prune bool) {
 }
 
 func TestRestoreCheckpointReadError(t *testing.T) {
-	// A read error that says nothing about the content (EIO) fails restore
-	// in every phase and mode: nothing may be served or overwritten.
-	for _, p := range phases[1:] {
-		t.Run(p.String(), func(t *testing.T) {
-			ctx := context.Background()
-			w := newWorld(false, legacyL)
-			w.saveCheckpoint(t, migrate.PhaseExpand, legacyL, "")
-			cp := &failingLoad{Memory: checkpointtest.Reopen(t, w.cp), err: errors.New("input/output error")}
-			s, err := migrate.New(migrate.Config[string, int]{Phase: p, Legacy: w.impl, Checkpoint: cp, Equal: sameInt})
-			require.NoError(t, err)
-			defer s.Close()
-			_, err = s.Restore(ctx)
-			require.ErrorIs(t, err, cp.err)
-			assert.Contains(t, err.Error(), "reading the checkpoint")
-			assert.Empty(t, checkpointtest.Quarantined(w.cp))
-		})
-	}
+	t.Run("rule6", func(t *testing.T) {
+		// A read error that says nothing about the content (EIO) fails restore
+		// in every phase and mode: nothing may be served or overwritten.
+		for _, p := range phases[1:] {
+			t.Run(p.String(), func(t *testing.T) {
+				ctx := context.Background()
+				w := newWorld(false, legacyL)
+				w.saveCheckpoint(t, migrate.PhaseExpand, legacyL, "")
+				cp := &failingLoad{Memory: checkpointtest.Reopen(t, w.cp), err: errors.New("input/output error")}
+				s, err := migrate.New(migrate.Config[string, int]{Phase: p, Legacy: w.impl, Checkpoint: cp, Equal: sameInt})
+				require.NoError(t, err)
+				defer s.Close()
+				_, err = s.Restore(ctx)
+				require.ErrorIs(t, err, cp.err)
+				assert.Contains(t, err.Error(), "reading the checkpoint")
+				assert.Empty(t, checkpointtest.Quarantined(w.cp))
+			})
+		}
+	})
 }
 
 type failingLoad struct {
@@ -630,48 +669,54 @@ func (f *failingLoad) Load(context.Context) (checkpoint.Snapshot[string, int], e
 }
 
 func TestRestoreRewriteFailureFailsRestore(t *testing.T) {
-	ctx := context.Background()
-	w := newWorld(false, legacyL)
-	w.saveCheckpoint(t, migrate.PhaseMigrate, staleC, "")
-	cp := checkpointtest.Reopen(t, w.cp)
-	checkpointtest.FailSaves(cp, 1, errors.New("disk full"))
-	s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseExpand, Checkpoint: cp})
-	_, err := s.Restore(ctx)
-	require.Error(t, err, "phase 1 that cannot heal the checkpoint must not go on: its writes would build on a stale file")
-	assert.Contains(t, err.Error(), "disk full")
-	r, err := s.Restore(ctx)
-	require.NoError(t, err, "Restore may be retried after it failed")
-	assert.True(t, r.CheckpointRewritten)
-	_, err = s.Restore(ctx)
-	require.ErrorIs(t, err, migrate.ErrAlreadyRestored)
+	t.Run("rule25", func(t *testing.T) {
+		ctx := context.Background()
+		w := newWorld(false, legacyL)
+		w.saveCheckpoint(t, migrate.PhaseMigrate, staleC, "")
+		cp := checkpointtest.Reopen(t, w.cp)
+		checkpointtest.FailSaves(cp, 1, errors.New("disk full"))
+		s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseExpand, Checkpoint: cp})
+		_, err := s.Restore(ctx)
+		require.Error(t, err, "phase 1 that cannot heal the checkpoint must not go on: its writes would build on a stale file")
+		assert.Contains(t, err.Error(), "disk full")
+		r, err := s.Restore(ctx)
+		require.NoError(t, err, "Restore may be retried after it failed")
+		assert.True(t, r.CheckpointRewritten)
+		_, err = s.Restore(ctx)
+		require.ErrorIs(t, err, migrate.ErrAlreadyRestored)
+	})
 }
 
 func TestRestoreHealFailure(t *testing.T) {
-	ctx := context.Background()
-	w := newWorld(true, legacyL)
-	w.saveCheckpoint(t, migrate.PhaseContract, contractC, "")
-	w.exp.FailWrites(0, -1, errors.New("registry read-only"))
-	s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseMigrate})
-	_, err := s.Restore(ctx)
-	require.ErrorIs(t, err, migrate.ErrUnsafeRestore)
-	snap, lerr := w.checkpointEntries(t)
-	require.NoError(t, lerr)
-	assert.Equal(t, "contract", snap.Meta.Phase, "the marker that says legacy is stale must survive a failed heal")
+	t.Run("rule9,rule23", func(t *testing.T) {
+		ctx := context.Background()
+		w := newWorld(true, legacyL)
+		w.saveCheckpoint(t, migrate.PhaseContract, contractC, "")
+		w.exp.FailWrites(0, -1, errors.New("registry read-only"))
+		s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseMigrate})
+		_, err := s.Restore(ctx)
+		require.ErrorIs(t, err, migrate.ErrUnsafeRestore)
+		snap, lerr := w.checkpointEntries(t)
+		require.NoError(t, lerr)
+		assert.Equal(t, "contract", snap.Meta.Phase, "the marker that says legacy is stale must survive a failed heal")
+	})
 }
 
 func TestPruneOrphans(t *testing.T) {
-	ctx := context.Background()
-	w := newWorld(false, legacyL)
-	w.saveCheckpoint(t, migrate.PhaseMigrate, orphanC, "")
-	s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseMigrate, PruneOrphans: true})
-	r, err := s.Restore(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, []string{"d"}, r.Pruned)
-	assert.Empty(t, r.Orphaned)
-	assert.Equal(t, map[string]int{"a": 1, "b": 2, "c": 3}, collect(s))
-	snap, err := w.checkpointEntries(t)
-	require.NoError(t, err)
-	assert.NotContains(t, snap.Entries, "d", "the pruned entry is gone from the checkpoint too")
+	t.Run("rule21", func(t *testing.T) {
+		ctx := context.Background()
+		w := newWorld(false, legacyL)
+		w.saveCheckpoint(t, migrate.PhaseMigrate, orphanC, "")
+		s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseMigrate, PruneOrphans: true})
+		r, err := s.Restore(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"d"}, r.Pruned)
+		assert.Empty(t, r.Orphaned)
+		assert.Equal(t, map[string]int{"a": 1, "b": 2, "c": 3}, collect(s))
+		snap, err := w.checkpointEntries(t)
+		require.NoError(t, err)
+		assert.NotContains(t, snap.Entries, "d", "the pruned entry is gone from the checkpoint too")
+	})
 }
 
 // TestMergeDefaults: for an entry both sides hold with different values,
@@ -679,54 +724,58 @@ func TestPruneOrphans(t *testing.T) {
 // the user sets wins, and an explicit legacy is then brought in line
 // with what is served.
 func TestMergeDefaults(t *testing.T) {
-	for _, c := range []struct {
-		name     string
-		explicit bool
-		merge    func(string, int, int) int
-		want     int
-	}{
-		{"observing, default", false, nil, 2},
-		{"explicit, default", true, nil, 2},
-		{"observing, PreferCheckpoint", false, migrate.PreferCheckpoint[string, int], 20},
-		{"explicit, PreferCheckpoint", true, migrate.PreferCheckpoint[string, int], 20},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
-			w := newWorld(c.explicit, legacyL)
-			w.saveCheckpoint(t, migrate.PhaseMigrate, orphanC, "")
-			s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Merge: c.merge})
-			r, err := s.Restore(ctx)
-			require.NoError(t, err)
-			assert.Equal(t, []string{"b"}, r.Diverged)
-			v, _ := s.Get("b")
-			assert.Equal(t, c.want, v)
-			// A merged value that is not the checkpoint's is saved (and
-			// an explicit legacy drops d).
-			assert.Equal(t, c.want != 20 || c.explicit, r.CheckpointRewritten, "rewritten")
-			if c.explicit {
-				lv, _ := w.exp.Get("b")
-				assert.Equal(t, c.want, lv, "legacy holds what is served")
-				assert.Equal(t, boolInt(c.want != 2), r.LegacyWrites)
-			}
-		})
-	}
+	t.Run("rule19,rule23", func(t *testing.T) {
+		for _, c := range []struct {
+			name     string
+			explicit bool
+			merge    func(string, int, int) int
+			want     int
+		}{
+			{"observing, default", false, nil, 2},
+			{"explicit, default", true, nil, 2},
+			{"observing, PreferCheckpoint", false, migrate.PreferCheckpoint[string, int], 20},
+			{"explicit, PreferCheckpoint", true, migrate.PreferCheckpoint[string, int], 20},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				ctx := context.Background()
+				w := newWorld(c.explicit, legacyL)
+				w.saveCheckpoint(t, migrate.PhaseMigrate, orphanC, "")
+				s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Merge: c.merge})
+				r, err := s.Restore(ctx)
+				require.NoError(t, err)
+				assert.Equal(t, []string{"b"}, r.Diverged)
+				v, _ := s.Get("b")
+				assert.Equal(t, c.want, v)
+				// A merged value that is not the checkpoint's is saved (and
+				// an explicit legacy drops d).
+				assert.Equal(t, c.want != 20 || c.explicit, r.CheckpointRewritten, "rewritten")
+				if c.explicit {
+					lv, _ := w.exp.Get("b")
+					assert.Equal(t, c.want, lv, "legacy holds what is served")
+					assert.Equal(t, boolInt(c.want != 2), r.LegacyWrites)
+				}
+			})
+		}
+	})
 }
 
 func TestVerifyInPhaseZero(t *testing.T) {
-	ctx := context.Background()
-	w := newWorld(false, legacyL)
-	w.saveCheckpoint(t, migrate.PhaseExpand, staleC, "")
-	s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseLegacy, Verify: true, Checkpoint: checkpointtest.Reopen(t, w.cp)})
-	r, err := s.Restore(ctx)
-	require.NoError(t, err)
-	require.NotNil(t, r.Shadow)
-	assert.Equal(t, migrate.ReadCheckpoint, r.Shadow.Side)
-	assert.Equal(t, []string{"c"}, r.Shadow.OnlyServed)
-	assert.Equal(t, []string{"d"}, r.Shadow.OnlyShadow)
-	assert.Equal(t, []string{"b"}, r.Shadow.Diverged)
-	assert.False(t, r.Shadow.Agrees())
-	assert.Empty(t, r.Diverged, "a shadow comparison is not a reconcile")
-	assert.Equal(t, legacyL, collect(s), "verify never changes what is served")
+	t.Run("rule12", func(t *testing.T) {
+		ctx := context.Background()
+		w := newWorld(false, legacyL)
+		w.saveCheckpoint(t, migrate.PhaseExpand, staleC, "")
+		s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseLegacy, Verify: true, Checkpoint: checkpointtest.Reopen(t, w.cp)})
+		r, err := s.Restore(ctx)
+		require.NoError(t, err)
+		require.NotNil(t, r.Shadow)
+		assert.Equal(t, migrate.ReadCheckpoint, r.Shadow.Side)
+		assert.Equal(t, []string{"c"}, r.Shadow.OnlyServed)
+		assert.Equal(t, []string{"d"}, r.Shadow.OnlyShadow)
+		assert.Equal(t, []string{"b"}, r.Shadow.Diverged)
+		assert.False(t, r.Shadow.Agrees())
+		assert.Empty(t, r.Diverged, "a shadow comparison is not a reconcile")
+		assert.Equal(t, legacyL, collect(s), "verify never changes what is served")
+	})
 }
 
 func boolInt(b bool) int {
@@ -737,21 +786,23 @@ func boolInt(b bool) int {
 }
 
 func TestPhaseZeroWithoutCheckpointLeavesNoTrace(t *testing.T) {
-	ctx := context.Background()
-	w := newWorld(true, legacyL)
-	w.saveCheckpoint(t, migrate.PhaseExpand, staleC, "")
-	before := w.cp.Bytes()
-	s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseLegacy, Legacy: w.exp})
-	require.NoError(t, err)
-	defer s.Close()
-	r, err := s.Restore(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, migrate.ReadLegacy, r.ReadFrom)
-	require.NoError(t, s.Put(ctx, "z", 26))
-	assert.Equal(t, before, w.cp.Bytes())
-	v, ok := w.exp.Get("z")
-	assert.True(t, ok)
-	assert.Equal(t, 26, v)
+	t.Run("rule12", func(t *testing.T) {
+		ctx := context.Background()
+		w := newWorld(true, legacyL)
+		w.saveCheckpoint(t, migrate.PhaseExpand, staleC, "")
+		before := w.cp.Bytes()
+		s, err := migrate.New(migrate.Config[string, int]{Phase: migrate.PhaseLegacy, Legacy: w.exp})
+		require.NoError(t, err)
+		defer s.Close()
+		r, err := s.Restore(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, migrate.ReadLegacy, r.ReadFrom)
+		require.NoError(t, s.Put(ctx, "z", 26))
+		assert.Equal(t, before, w.cp.Bytes())
+		v, ok := w.exp.Get("z")
+		assert.True(t, ok)
+		assert.Equal(t, 26, v)
+	})
 }
 
 // TestMergeChoiceReachesLegacyWhereLegacyDecides: where legacy decides which
@@ -761,54 +812,58 @@ func TestPhaseZeroWithoutCheckpointLeavesNoTrace(t *testing.T) {
 // served. (It did not: the served state was legacy's own listing, changed
 // in place, and repair compared it with itself.)
 func TestMergeChoiceReachesLegacyWhereLegacyDecides(t *testing.T) {
-	for _, c := range []struct {
-		phase  migrate.Phase
-		ckptAs migrate.Phase
-	}{{migrate.PhaseExpand, migrate.PhaseExpand}, {migrate.PhaseMigrate, migrate.PhaseLegacy}} {
-		t.Run(fmt.Sprintf("phase %d over a checkpoint of phase %d", c.phase, c.ckptAs), func(t *testing.T) {
-			w := newWorld(true, legacyL)
-			w.saveCheckpoint(t, c.ckptAs, map[string]int{"a": 1, "b": 20, "c": 3}, "")
-			s := w.open(t, migrate.Config[string, int]{Phase: c.phase, Merge: migrate.PreferCheckpoint[string, int]})
-			r, err := s.Restore(context.Background())
-			require.NoError(t, err)
-			v, _ := s.Get("b")
-			want := 20
-			if c.ckptAs == migrate.PhaseLegacy {
-				want = 2 // over a checkpoint behind legacy, Merge is not asked (rule 19)
-			}
-			assert.Equal(t, want, v)
-			lv, _ := w.exp.Get("b")
-			assert.Equal(t, want, lv, "legacy holds what is served")
-			assert.Equal(t, boolInt(want != 2), r.LegacyWrites)
-		})
-	}
+	t.Run("rule19,rule23", func(t *testing.T) {
+		for _, c := range []struct {
+			phase  migrate.Phase
+			ckptAs migrate.Phase
+		}{{migrate.PhaseExpand, migrate.PhaseExpand}, {migrate.PhaseMigrate, migrate.PhaseLegacy}} {
+			t.Run(fmt.Sprintf("phase %d over a checkpoint of phase %d", c.phase, c.ckptAs), func(t *testing.T) {
+				w := newWorld(true, legacyL)
+				w.saveCheckpoint(t, c.ckptAs, map[string]int{"a": 1, "b": 20, "c": 3}, "")
+				s := w.open(t, migrate.Config[string, int]{Phase: c.phase, Merge: migrate.PreferCheckpoint[string, int]})
+				r, err := s.Restore(context.Background())
+				require.NoError(t, err)
+				v, _ := s.Get("b")
+				want := 20
+				if c.ckptAs == migrate.PhaseLegacy {
+					want = 2 // over a checkpoint behind legacy, Merge is not asked (rule 19)
+				}
+				assert.Equal(t, want, v)
+				lv, _ := w.exp.Get("b")
+				assert.Equal(t, want, lv, "legacy holds what is served")
+				assert.Equal(t, boolInt(want != 2), r.LegacyWrites)
+			})
+		}
+	})
 }
 
 // TestUnsafeRestoreSaysHowToRecover: a file phase 3 wrote says legacy is
 // stale; when this binary cannot read it in full, the refusal points to
 // the binary that wrote a newer file, and to a repair of any other.
 func TestUnsafeRestoreSaysHowToRecover(t *testing.T) {
-	ctx := context.Background()
-	rejectAll := checkpoint.WithValidate(func(string, int) error { return errors.New("rejected") })
-	for name, c := range map[string]struct {
-		opts []checkpoint.Option
-		says string
-	}{
-		"newer":              {checkpointtest.Schema(1), "roll forward to the binary that wrote it"},
-		"unreadable entries": {[]checkpoint.Option{rejectAll}, "phaseshift restore-prev PATH"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			w := newWorld(true, legacyL)
-			w.saveCheckpoint(t, migrate.PhaseContract, contractC, "")
-			if name == "newer" {
-				require.NoError(t, checkpointtest.SetSchema(w.cp, 2))
-			}
-			s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Checkpoint: checkpointtest.Reopen(t, w.cp, c.opts...)})
-			_, err := s.Restore(ctx)
-			require.ErrorIs(t, err, migrate.ErrUnsafeRestore)
-			assert.Contains(t, err.Error(), c.says)
-		})
-	}
+	t.Run("rule9", func(t *testing.T) {
+		ctx := context.Background()
+		rejectAll := checkpoint.WithValidate(func(string, int) error { return errors.New("rejected") })
+		for name, c := range map[string]struct {
+			opts []checkpoint.Option
+			says string
+		}{
+			"newer":              {checkpointtest.Schema(1), "roll forward to the binary that wrote it"},
+			"unreadable entries": {[]checkpoint.Option{rejectAll}, "phaseshift restore-prev PATH"},
+		} {
+			t.Run(name, func(t *testing.T) {
+				w := newWorld(true, legacyL)
+				w.saveCheckpoint(t, migrate.PhaseContract, contractC, "")
+				if name == "newer" {
+					require.NoError(t, checkpointtest.SetSchema(w.cp, 2))
+				}
+				s := w.open(t, migrate.Config[string, int]{Phase: migrate.PhaseMigrate, Checkpoint: checkpointtest.Reopen(t, w.cp, c.opts...)})
+				_, err := s.Restore(ctx)
+				require.ErrorIs(t, err, migrate.ErrUnsafeRestore)
+				assert.Contains(t, err.Error(), c.says)
+			})
+		}
+	})
 }
 
 // exclusive is an explicit legacy in which a value is held by one key at
@@ -835,22 +890,24 @@ func (e *exclusive) Put(ctx context.Context, k string, v int) error {
 // served before it writes what is: otherwise a legacy that holds a value
 // for one key at a time refuses, and every restore of phases 0 to 2 fails.
 func TestHealRemovesBeforeItWrites(t *testing.T) {
-	ctx := context.Background()
-	for _, p := range []migrate.Phase{migrate.PhaseLegacy, migrate.PhaseExpand, migrate.PhaseMigrate} {
-		t.Run(p.String(), func(t *testing.T) {
-			leg := &exclusive{}
-			require.NoError(t, leg.Map.Put(ctx, "a", 2)) // deleted in phase 3, which does not write legacy
-			cp := checkpoint.NewMemory[string, int]()
-			require.NoError(t, cp.Save(ctx, checkpoint.Snapshot[string, int]{Meta: checkpoint.Meta{Phase: migrate.PhaseContract.String()}, Entries: map[string]int{"a0": 2, "b": 3}}))
-			s, err := migrate.New(migrate.Config[string, int]{Phase: p, Legacy: leg, Checkpoint: cp})
-			require.NoError(t, err)
-			defer s.Close()
-			r, err := s.Restore(ctx)
-			require.NoError(t, err)
-			assert.NotEmpty(t, r.LegacyStale)
-			got, err := leg.List(ctx)
-			require.NoError(t, err)
-			assert.Equal(t, map[string]int{"a0": 2, "b": 3}, got)
-		})
-	}
+	t.Run("rule23", func(t *testing.T) {
+		ctx := context.Background()
+		for _, p := range []migrate.Phase{migrate.PhaseLegacy, migrate.PhaseExpand, migrate.PhaseMigrate} {
+			t.Run(p.String(), func(t *testing.T) {
+				leg := &exclusive{}
+				require.NoError(t, leg.Map.Put(ctx, "a", 2)) // deleted in phase 3, which does not write legacy
+				cp := checkpoint.NewMemory[string, int]()
+				require.NoError(t, cp.Save(ctx, checkpoint.Snapshot[string, int]{Meta: checkpoint.Meta{Phase: migrate.PhaseContract.String()}, Entries: map[string]int{"a0": 2, "b": 3}}))
+				s, err := migrate.New(migrate.Config[string, int]{Phase: p, Legacy: leg, Checkpoint: cp})
+				require.NoError(t, err)
+				defer s.Close()
+				r, err := s.Restore(ctx)
+				require.NoError(t, err)
+				assert.NotEmpty(t, r.LegacyStale)
+				got, err := leg.List(ctx)
+				require.NoError(t, err)
+				assert.Equal(t, map[string]int{"a0": 2, "b": 3}, got)
+			})
+		}
+	})
 }

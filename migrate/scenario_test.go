@@ -112,36 +112,38 @@ func (n *node) serves(ips map[string]string) {
 // The first phase-1 checkpoint is stale by then; nothing of it may be
 // served, and the file must be healed.
 func TestSeedUpgradeDowngradeUpgrade(t *testing.T) {
-	n := newNode(t)
-	n.start(migrate.PhaseExpand)
-	n.add("A", "10.0.0.2")
-	n.add("B", "10.0.0.3")
+	t.Run("rule8,rule13", func(t *testing.T) {
+		n := newNode(t)
+		n.start(migrate.PhaseExpand)
+		n.add("A", "10.0.0.2")
+		n.add("B", "10.0.0.3")
 
-	n.start(migrate.PhaseLegacy) // downgrade: the old binary ignores the file
-	n.del("A")
-	n.add("C", "10.0.0.2") // A's IP, reused
-	n.serves(map[string]string{"B": "10.0.0.3", "C": "10.0.0.2"})
+		n.start(migrate.PhaseLegacy) // downgrade: the old binary ignores the file
+		n.del("A")
+		n.add("C", "10.0.0.2") // A's IP, reused
+		n.serves(map[string]string{"B": "10.0.0.3", "C": "10.0.0.2"})
 
-	r := n.start(migrate.PhaseExpand)
-	n.serves(map[string]string{"B": "10.0.0.3", "C": "10.0.0.2"})
-	assert.Equal(t, migrate.ReadCheckpointAndLegacy, r.ReadFrom, "legacy decides; the checkpoint's records are kept where legacy agrees")
-	assert.Equal(t, []ipamKey{real("A")}, r.Dropped, "A's stale allocation is dropped")
-	assert.NotEmpty(t, r.Stale, "the stale checkpoint is detected")
-	assert.True(t, r.CheckpointRewritten, "and healed")
-	snap, err := checkpointtest.Reopen(t, n.cp).Load(context.Background())
-	require.NoError(t, err)
-	assert.Len(t, snap.Entries, 2)
-	assert.NotContains(t, snap.Entries, real("A"), "A's stale allocation is gone from the file")
+		r := n.start(migrate.PhaseExpand)
+		n.serves(map[string]string{"B": "10.0.0.3", "C": "10.0.0.2"})
+		assert.Equal(t, migrate.ReadCheckpointAndLegacy, r.ReadFrom, "legacy decides; the checkpoint's records are kept where legacy agrees")
+		assert.Equal(t, []ipamKey{real("A")}, r.Dropped, "A's stale allocation is dropped")
+		assert.NotEmpty(t, r.Stale, "the stale checkpoint is detected")
+		assert.True(t, r.CheckpointRewritten, "and healed")
+		snap, err := checkpointtest.Reopen(t, n.cp).Load(context.Background())
+		require.NoError(t, err)
+		assert.Len(t, snap.Entries, 2)
+		assert.NotContains(t, snap.Entries, real("A"), "A's stale allocation is gone from the file")
 
-	// Upgrading on to phase 2 trusts the healed file.
-	r = n.start(migrate.PhaseMigrate)
-	n.serves(map[string]string{"B": "10.0.0.3", "C": "10.0.0.2"})
-	assert.Empty(t, r.Backfilled)
-	assert.Empty(t, r.Orphaned)
+		// Upgrading on to phase 2 trusts the healed file.
+		r = n.start(migrate.PhaseMigrate)
+		n.serves(map[string]string{"B": "10.0.0.3", "C": "10.0.0.2"})
+		assert.Empty(t, r.Backfilled)
+		assert.Empty(t, r.Orphaned)
+	})
 }
 
 func TestSeedMoreRollouts(t *testing.T) {
-	t.Run("2 → 1 → 2", func(t *testing.T) {
+	t.Run("rule13,rule16/2 → 1 → 2", func(t *testing.T) {
 		n := newNode(t)
 		n.start(migrate.PhaseMigrate)
 		n.add("A", "10.0.0.2")
@@ -153,7 +155,7 @@ func TestSeedMoreRollouts(t *testing.T) {
 		assert.Empty(t, r.Orphaned)
 		assert.Empty(t, r.Backfilled)
 	})
-	t.Run("2 → 0 → 2", func(t *testing.T) {
+	t.Run("rule7,rule14/2 → 0 → 2", func(t *testing.T) {
 		n := newNode(t)
 		n.start(migrate.PhaseMigrate)
 		n.add("A", "10.0.0.2")
@@ -174,7 +176,7 @@ func TestSeedMoreRollouts(t *testing.T) {
 		assert.NotEmpty(t, r.Stale)
 		n.serves(map[string]string{"B": "10.0.0.3", "C": "10.0.0.4"})
 	})
-	t.Run("3 → 1", func(t *testing.T) {
+	t.Run("rule13/3 → 1", func(t *testing.T) {
 		n := newNode(t)
 		n.start(migrate.PhaseMigrate)
 		n.add("A", "10.0.0.2")
@@ -186,7 +188,7 @@ func TestSeedMoreRollouts(t *testing.T) {
 		assert.Empty(t, r.LegacyStale, "CRI is never stale")
 		assert.Equal(t, migrate.ReadCheckpointAndLegacy, r.ReadFrom, "phase 1 reads legacy, and the checkpoint's records")
 	})
-	t.Run("0 → 3 is refused when phase 0 ran this library", func(t *testing.T) {
+	t.Run("rule10,rule26/0 → 3 is refused when phase 0 ran this library", func(t *testing.T) {
 		n := newNode(t)
 		n.start(migrate.PhaseMigrate)
 		n.add("A", "10.0.0.2")
@@ -211,61 +213,65 @@ func TestSeedMoreRollouts(t *testing.T) {
 // TestMatchFindsPlaceholderEntries: an entry learned from CRI under
 // placeholder fields is found, replaced and deleted with the real key.
 func TestMatchFindsPlaceholderEntries(t *testing.T) {
-	ctx := context.Background()
-	n := newNode(t)
-	n.cri.Set(fromCRI("A"), ipamVal{IP: "10.0.0.2"})
-	n.cri.Set(fromCRI("B"), ipamVal{IP: "10.0.0.3"})
-	r := n.start(migrate.PhaseMigrate)
-	assert.ElementsMatch(t, []ipamKey{fromCRI("A"), fromCRI("B")}, r.Backfilled)
+	t.Run("rule18", func(t *testing.T) {
+		ctx := context.Background()
+		n := newNode(t)
+		n.cri.Set(fromCRI("A"), ipamVal{IP: "10.0.0.2"})
+		n.cri.Set(fromCRI("B"), ipamVal{IP: "10.0.0.3"})
+		r := n.start(migrate.PhaseMigrate)
+		assert.ElementsMatch(t, []ipamKey{fromCRI("A"), fromCRI("B")}, r.Backfilled)
 
-	v, ok := n.s.Get(real("A"))
-	require.True(t, ok, "Get with the real key finds the placeholder entry")
-	assert.Equal(t, "10.0.0.2", v.IP)
-	k, _ := n.s.Key(real("A"))
-	assert.Equal(t, fromCRI("A"), k)
-	o, _ := n.s.Origin(real("A"))
-	assert.Equal(t, migrate.OriginBackfill, o)
+		v, ok := n.s.Get(real("A"))
+		require.True(t, ok, "Get with the real key finds the placeholder entry")
+		assert.Equal(t, "10.0.0.2", v.IP)
+		k, _ := n.s.Key(real("A"))
+		assert.Equal(t, fromCRI("A"), k)
+		o, _ := n.s.Origin(real("A"))
+		assert.Equal(t, migrate.OriginBackfill, o)
 
-	// DEL with the real key releases it (the VPC CNI's issue #1411).
-	require.NoError(t, n.s.Delete(ctx, real("A")))
-	_, ok = n.s.Get(fromCRI("A"))
-	assert.False(t, ok)
-	// A re-ADD with the real key replaces the placeholder key.
-	require.NoError(t, n.s.Put(ctx, real("B"), ipamVal{IP: "10.0.0.3"}))
-	k, _ = n.s.Key(fromCRI("B"))
-	assert.Equal(t, real("B"), k)
-	o, _ = n.s.Origin(real("B"))
-	assert.Equal(t, migrate.OriginWrite, o)
-	assert.Equal(t, 1, n.s.Len())
+		// DEL with the real key releases it (the VPC CNI's issue #1411).
+		require.NoError(t, n.s.Delete(ctx, real("A")))
+		_, ok = n.s.Get(fromCRI("A"))
+		assert.False(t, ok)
+		// A re-ADD with the real key replaces the placeholder key.
+		require.NoError(t, n.s.Put(ctx, real("B"), ipamVal{IP: "10.0.0.3"}))
+		k, _ = n.s.Key(fromCRI("B"))
+		assert.Equal(t, real("B"), k)
+		o, _ = n.s.Origin(real("B"))
+		assert.Equal(t, migrate.OriginWrite, o)
+		assert.Equal(t, 1, n.s.Len())
 
-	snap, err := checkpointtest.Reopen(t, n.cp).Load(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, map[ipamKey]ipamVal{real("B"): {IP: "10.0.0.3"}}, snap.Entries, "the checkpoint holds the real key only")
+		snap, err := checkpointtest.Reopen(t, n.cp).Load(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, map[ipamKey]ipamVal{real("B"): {IP: "10.0.0.3"}}, snap.Entries, "the checkpoint holds the real key only")
+	})
 }
 
 // TestMatchWithExplicitLegacyPlaceholders: legacy that stores entries
 // under other keys has them removed when the entry is written with the
 // real key, so a downgrade cannot resurrect them.
 func TestMatchWithExplicitLegacyPlaceholders(t *testing.T) {
-	ctx := context.Background()
-	reg := &migratetest.Explicit[ipamKey, ipamVal]{}
-	reg.Set(fromCRI("A"), ipamVal{IP: "10.0.0.2"})
-	reg.Set(fromCRI("B"), ipamVal{IP: "10.0.0.3"})
-	cp := checkpoint.NewMemory[ipamKey, ipamVal]()
-	require.NoError(t, cp.Save(ctx, checkpoint.Snapshot[ipamKey, ipamVal]{Meta: checkpoint.Meta{Phase: "migrate"}, Entries: map[ipamKey]ipamVal{
-		real("A"): {IP: "10.0.0.2"}, real("B"): {IP: "10.0.0.3"},
-	}}))
-	s, err := migrate.New(migrate.Config[ipamKey, ipamVal]{Phase: migrate.PhaseMigrate, Legacy: reg, Checkpoint: cp, Match: byContainer})
-	require.NoError(t, err)
-	defer s.Close()
-	r, err := s.Restore(ctx)
-	require.NoError(t, err)
-	assert.Empty(t, r.Backfilled)
-	assert.Empty(t, r.Orphaned)
+	t.Run("rule18", func(t *testing.T) {
+		ctx := context.Background()
+		reg := &migratetest.Explicit[ipamKey, ipamVal]{}
+		reg.Set(fromCRI("A"), ipamVal{IP: "10.0.0.2"})
+		reg.Set(fromCRI("B"), ipamVal{IP: "10.0.0.3"})
+		cp := checkpoint.NewMemory[ipamKey, ipamVal]()
+		require.NoError(t, cp.Save(ctx, checkpoint.Snapshot[ipamKey, ipamVal]{Meta: checkpoint.Meta{Phase: "migrate"}, Entries: map[ipamKey]ipamVal{
+			real("A"): {IP: "10.0.0.2"}, real("B"): {IP: "10.0.0.3"},
+		}}))
+		s, err := migrate.New(migrate.Config[ipamKey, ipamVal]{Phase: migrate.PhaseMigrate, Legacy: reg, Checkpoint: cp, Match: byContainer})
+		require.NoError(t, err)
+		defer s.Close()
+		r, err := s.Restore(ctx)
+		require.NoError(t, err)
+		assert.Empty(t, r.Backfilled)
+		assert.Empty(t, r.Orphaned)
 
-	require.NoError(t, s.Delete(ctx, real("A")))
-	require.NoError(t, s.Put(ctx, real("B"), ipamVal{IP: "10.0.0.9"}))
-	assert.Equal(t, map[ipamKey]ipamVal{real("B"): {IP: "10.0.0.9"}}, reg.Snapshot(), "placeholders are gone from legacy too")
+		require.NoError(t, s.Delete(ctx, real("A")))
+		require.NoError(t, s.Put(ctx, real("B"), ipamVal{IP: "10.0.0.9"}))
+		assert.Equal(t, map[ipamKey]ipamVal{real("B"): {IP: "10.0.0.9"}}, reg.Snapshot(), "placeholders are gone from legacy too")
+	})
 }
 
 var _ source.Reader[ipamKey, ipamVal] = (*migratetest.Implicit[ipamKey, ipamVal])(nil)

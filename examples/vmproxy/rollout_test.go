@@ -35,6 +35,9 @@ func rollout(strict bool) migratetest.Config[string, VM] {
 		},
 		Key:   func(i int) string { return fmt.Sprintf("vm-%d", i) },
 		Value: randomVM,
+		// No two VMs share a console socket or an I/O token: the harness
+		// checks that after every step.
+		Unique: vmParts,
 		// The Store writes the registry, which lives in the proxy's memory.
 		Explicit: true,
 		Volatile: true,
@@ -50,6 +53,19 @@ func rollout(strict bool) migratetest.Config[string, VM] {
 		},
 		Seed: 28,
 	}
+}
+
+// vmParts are what no two VMs may share: the console socket and the I/O
+// tokens.
+func vmParts(vm VM) []string {
+	var parts []string
+	if vm.Console != "" {
+		parts = append(parts, "console "+vm.Console)
+	}
+	for tok := range vm.Tokens {
+		parts = append(parts, "token "+tok)
+	}
+	return parts
 }
 
 // randomVM is a VM as the proxy would store it: one that passes validateVM,

@@ -188,11 +188,11 @@ func judge(c restoreCase, v fileView) judged {
 	// Rule 7 is judged on a file restore can use: one moved aside unread
 	// is not trusted in any case, and its header is unknown.
 	j.behind = j.canUse && v.marked()
-	// Rule 7: "in phase 2, over an implicit legacy that is read, a
-	// checkpoint that lacks an entry legacy lists missed a write (the old
-	// binary ran)", judged on a clean file not already marked.
+	// Rule 7: "In phase 2, a checkpoint that lacks an entry an implicit
+	// legacy lists in full is behind legacy too", judged on a clean file
+	// not already marked.
 	j.missed = c.phase == migrate.PhaseMigrate && !c.explicit && !c.volatile && v.kind == fileClean &&
-		!j.discarded && !j.behind && c.list != listFailed && listsMore(c.listed(), j.usable)
+		!j.discarded && !j.behind && c.list == listComplete && listsMore(c.listed(), j.usable)
 	j.behind = j.behind || j.missed
 	j.byPhase3 = v.metaKnown() && v.meta.Phase == migrate.PhaseContract.String()
 	return j

@@ -6,9 +6,9 @@ import (
 )
 
 // The third step of Restore builds the state to serve on the chosen basis,
-// entry by entry (rules 18 to 21 of the package documentation): what to do
+// entry by entry (rules 18 to 22 of the package documentation): what to do
 // with an entry both sides hold, one only the checkpoint holds and one only
-// legacy holds.
+// legacy holds; what is one entry twice is in build_duplicates.go.
 
 // built is the state restore serves and how it came about.
 type built[K comparable, V any] struct {

@@ -4,17 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/source"
 )
 
-// The first step of Restore reads each side and judges it: what it holds,
-// whether it can be used, and what its header says about the other side.
-// Nothing is changed on either side until the rules have decided (see
-// repair in repair.go).
+// The first step of Restore reads each side and judges it (rules 1 to 8):
+// what it holds, whether it can be used, and what its header, and legacy's
+// listing, say about the other side. Nothing is changed on either side
+// until the rules have decided (see repair in repair.go).
 
 // ckptView is what restore learned of the checkpoint.
 type ckptView[K comparable, V any] struct {
@@ -211,7 +209,7 @@ func (s *Store[K, V]) judgeCheckpoint(c *ckptView[K, V], r *Report[K]) {
 }
 
 // judgeMissedWrites is rule 7's second half: in phase 2, an implicit legacy
-// that lists an entry the checkpoint never held shows a write the
+// listed in full that lists an entry the checkpoint never held shows a write the
 // checkpoint never saw. CRI lists a sandbox only once the ADD that made it
 // was acknowledged, and phases 1 to 3 acknowledge an ADD only once the
 // checkpoint has it: a run that does not write the checkpoint (the old
@@ -225,15 +223,17 @@ func (s *Store[K, V]) judgeCheckpoint(c *ckptView[K, V], r *Report[K]) {
 func (s *Store[K, V]) judgeMissedWrites(in *sides[K, V], r *Report[K]) {
 	c := &in.ck
 	if s.cfg.Phase != PhaseMigrate || s.explicit != nil || s.cfg.VolatileLegacy ||
-		!c.usable || c.behind || c.aside != nil || !in.lg.read {
+		!c.usable || c.behind || c.aside != nil || !in.lg.complete {
 		return
 	}
 	idx := s.index(c.entries)
+	missed := map[K]bool{} // by identity: legacy may list an entry under two keys (rule 22)
 	for k := range in.lg.entries {
 		if _, ok := find(idx, c.entries, s.id(k)); !ok {
-			c.missed++
+			missed[s.id(k)] = true
 		}
 	}
+	c.missed = len(missed)
 	if c.missed > 0 {
 		c.behind = true
 		r.Stale = missedWhy(c)
@@ -295,63 +295,4 @@ func (s *Store[K, V]) readLegacy(ctx context.Context) (legacyView[K, V], error) 
 		l.entries = map[K]V{}
 	}
 	return l, nil
-}
-
-// dedupe removes from m every key whose identity another key of m has, and
-// reports it (rule 22): Match says they are one entry, so only one can be served. It
-// keeps, deterministically, the key whose record the reference side ref
-// holds (its key and value, then its key; for legacy, the checkpoint: the
-// write it acknowledged), and otherwise the least key in the order of its
-// text. It returns the keys it removed.
-func (s *Store[K, V]) dedupe(m, ref map[K]V, side string, r *Report[K]) []K {
-	if s.match == nil || len(m) == 0 {
-		return nil
-	}
-	byID := make(map[K][]K, len(m))
-	dup := false
-	for k := range m {
-		id := s.match(k)
-		byID[id] = append(byID[id], k)
-		dup = dup || len(byID[id]) > 1
-	}
-	if !dup {
-		return nil
-	}
-	var refIdx map[K]K
-	if len(ref) > 0 {
-		refIdx = s.index(ref)
-	}
-	var removed []K
-	for id, ks := range byID {
-		if len(ks) < 2 {
-			continue
-		}
-		keep := s.keepOf(ks, m, ref, refIdx, id)
-		for _, k := range ks {
-			if k == keep {
-				continue
-			}
-			r.Errors = append(r.Errors, fmt.Errorf("%s: keys %v and %v match the same entry; keeping %v", side, keep, k, keep))
-			delete(m, k)
-			removed = append(removed, k)
-		}
-	}
-	return removed
-}
-
-// keepOf picks the key of ks (keys of m with identity id) that dedupe keeps.
-func (s *Store[K, V]) keepOf(ks []K, m, ref map[K]V, refIdx map[K]K, id K) K {
-	if rk, ok := refIdx[id]; ok {
-		for _, k := range ks {
-			if k == rk && s.equal(m[k], ref[rk]) {
-				return k
-			}
-		}
-		for _, k := range ks {
-			if k == rk {
-				return k
-			}
-		}
-	}
-	return slices.MinFunc(ks, func(a, b K) int { return strings.Compare(fmt.Sprintf("%#v", a), fmt.Sprintf("%#v", b)) })
 }

@@ -7,13 +7,16 @@ import (
 	"strings"
 )
 
-// With Config.Unique, the served state is checked once it is built: two
-// entries whose values share a part (an address) cannot both be live, so
-// one of them is stale, and the sides say which (rule 22). This is the
-// evidence that lets a restore after the old binary, or over a partial
-// listing, serve each address once: the old binary deleted an entry and
-// handed its address to another; a partial listing kept an entry it could
-// not see that the old binary had deleted.
+// Building entry by entry, rule 22: what is one entry twice. Two keys of
+// one side that Match calls one entry are resolved before the state is
+// built (dedupe), the same way at every restore. And, with Config.Unique,
+// the served state is checked once it is built: two entries whose values
+// share a part (an address) cannot both be live, so one of them is stale,
+// and the sides say which (resolveUnique). This is the evidence that lets
+// a restore after the old binary, or over a partial listing, serve each
+// address once: the old binary deleted an entry and handed its address to
+// another; a partial listing kept an entry it could not see that the old
+// binary had deleted.
 
 // holder is an entry that holds a part, with what the sides say of it.
 type holder[K comparable] struct {
@@ -154,4 +157,63 @@ func holderList[K comparable](g []holder[K]) string {
 		parts[i] = fmt.Sprintf("%v", h.key)
 	}
 	return "entries " + strings.Join(parts, ", ")
+}
+
+// dedupe removes from m every key whose identity another key of m has, and
+// reports it (rule 22): Match says they are one entry, so only one can be served. It
+// keeps, deterministically, the key whose record the reference side ref
+// holds (its key and value, then its key; for legacy, the checkpoint: the
+// write it acknowledged), and otherwise the least key in the order of its
+// text. It returns the keys it removed.
+func (s *Store[K, V]) dedupe(m, ref map[K]V, side string, r *Report[K]) []K {
+	if s.match == nil || len(m) == 0 {
+		return nil
+	}
+	byID := make(map[K][]K, len(m))
+	dup := false
+	for k := range m {
+		id := s.match(k)
+		byID[id] = append(byID[id], k)
+		dup = dup || len(byID[id]) > 1
+	}
+	if !dup {
+		return nil
+	}
+	var refIdx map[K]K
+	if len(ref) > 0 {
+		refIdx = s.index(ref)
+	}
+	var removed []K
+	for id, ks := range byID {
+		if len(ks) < 2 {
+			continue
+		}
+		keep := s.keepOf(ks, m, ref, refIdx, id)
+		for _, k := range ks {
+			if k == keep {
+				continue
+			}
+			r.Errors = append(r.Errors, fmt.Errorf("%s: keys %v and %v match the same entry; keeping %v", side, keep, k, keep))
+			delete(m, k)
+			removed = append(removed, k)
+		}
+	}
+	return removed
+}
+
+// keepOf picks the key of ks (keys of m with identity id) that dedupe keeps.
+func (s *Store[K, V]) keepOf(ks []K, m, ref map[K]V, refIdx map[K]K, id K) K {
+	if rk, ok := refIdx[id]; ok {
+		for _, k := range ks {
+			if k == rk && s.equal(m[k], ref[rk]) {
+				return k
+			}
+		}
+		for _, k := range ks {
+			if k == rk {
+				return k
+			}
+		}
+	}
+	return slices.MinFunc(ks, func(a, b K) int { return strings.Compare(fmt.Sprintf("%#v", a), fmt.Sprintf("%#v", b)) })
 }
