@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 
@@ -102,7 +101,8 @@ func (l *Legacy) Delete(ctx context.Context, key Key) error {
 }
 
 // Write applies changes in order and writes the file once, as ipamd
-// would: all of them or, when it fails, none.
+// would: all of them or, when it fails, none. The file lists allocations
+// in no particular order, as ipamd's own does.
 func (l *Legacy) Write(_ context.Context, changes []source.Change[Key, Alloc]) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -113,32 +113,39 @@ func (l *Legacy) Write(_ context.Context, changes []source.Change[Key, Alloc]) e
 		}
 		l.cached, l.loaded = m, true
 	}
-	next := maps.Clone(l.cached)
-	for _, c := range changes {
-		if c.Delete {
-			delete(next, c.Key)
-			continue
-		}
-		next[c.Key] = c.Value
+	// Apply to the cache, remembering what each change replaced, so that a
+	// failed write takes them back without a copy of every allocation.
+	type was struct {
+		key Key
+		val Alloc
+		had bool
 	}
-	l.scratch = appendSorted(l.scratch[:0], next)
+	undo := make([]was, 0, len(changes))
+	for _, c := range changes {
+		v, had := l.cached[c.Key]
+		undo = append(undo, was{c.Key, v, had})
+		if c.Delete {
+			delete(l.cached, c.Key)
+		} else {
+			l.cached[c.Key] = c.Value
+		}
+	}
+	l.scratch = l.scratch[:0]
+	for k, a := range l.cached {
+		l.scratch = append(l.scratch, entryOf(k, a))
+	}
 	data := datastore.CheckpointData{Version: datastore.CheckpointFormatVersion, Allocations: l.scratch}
 	if err := l.file.Checkpoint(&data); err != nil {
+		for i := len(undo) - 1; i >= 0; i-- {
+			if u := undo[i]; u.had {
+				l.cached[u.key] = u.val
+			} else {
+				delete(l.cached, u.key)
+			}
+		}
 		return fmt.Errorf("vpccni: writing %s: %w", l.path, err)
 	}
-	l.cached = next
 	return nil
-}
-
-// appendSorted appends m's allocations to dst in the order of their keys,
-// so that the file reads the same for the same state.
-func appendSorted(dst []datastore.CheckpointEntry, m map[Key]Alloc) []datastore.CheckpointEntry {
-	start := len(dst)
-	for k, a := range m {
-		dst = append(dst, entryOf(k, a))
-	}
-	slices.SortFunc(dst[start:], func(a, b datastore.CheckpointEntry) int { return compareKeys(a.IPAMKey, b.IPAMKey) })
-	return dst
 }
 
 func compareKeys(a, b Key) int {
