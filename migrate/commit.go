@@ -17,9 +17,10 @@ import (
 // against it, an Update's function reads it through its Tx. A request that
 // fails on its own (its function returns an error or panics, a value cannot
 // be encoded, legacy refuses it) drops out before the next one runs, so
-// nothing later builds on it. Then one checkpoint save carries every
-// request that is left; if it fails, they all fail, and their legacy writes
-// are undone newest first.
+// nothing later builds on it. A legacy that is a source.BatchWriter instead
+// takes the changes of every request left in one Write; if it fails, they
+// all fail. Then one checkpoint save carries every request that is left; if
+// it fails, they all fail, and their legacy writes are undone newest first.
 
 // pending is a request of a batch that has passed its own checks, with its
 // plans.
@@ -33,6 +34,7 @@ type slot[K comparable, V any] struct {
 	key     K
 	val     V
 	present bool
+	pos     int // the entry's index in overlay.order
 }
 
 // overlay is the committed state with a batch's changes on top, by
@@ -40,6 +42,9 @@ type slot[K comparable, V any] struct {
 type overlay[K comparable, V any] struct {
 	st      *state[K, V]
 	changed map[K]slot[K, V]
+	// order is the identities in changed, in the order they entered it:
+	// Tx.All walks them by index, so that it can tell which it has passed.
+	order []K
 	// mark is the batch's mark in the state's entry list once a Tx.All
 	// has run in it (0 before): every committed entry in changed carries
 	// it, for Tx.All to skip (see tx.go).
@@ -50,6 +55,10 @@ type overlay[K comparable, V any] struct {
 func (ov *overlay[K, V]) lookup(id K) (K, V, bool) {
 	if sl, ok := ov.changed[id]; ok {
 		return sl.key, sl.val, sl.present
+	}
+	if ov.st.ids == nil {
+		v, ok := ov.st.vals[id] // one lookup: Replace makes one per entry
+		return id, v, ok
 	}
 	k, ok := ov.st.lookup(id)
 	return k, ov.st.vals[k], ok
@@ -82,11 +91,16 @@ func (ov *overlay[K, V]) put(plans []plan[K, V]) {
 		if ov.mark != 0 {
 			ov.markEntry(p.op.id, ov.mark)
 		}
-		if p.op.del {
-			ov.changed[p.op.id] = slot[K, V]{}
-			continue
+		prev, ok := ov.changed[p.op.id]
+		if !ok {
+			prev.pos = len(ov.order)
+			ov.order = append(ov.order, p.op.id)
 		}
-		ov.changed[p.op.id] = slot[K, V]{key: p.op.key, val: p.op.val, present: true}
+		sl := slot[K, V]{pos: prev.pos}
+		if !p.op.del {
+			sl.key, sl.val, sl.present = p.op.key, p.op.val, true
+		}
+		ov.changed[p.op.id] = sl
 	}
 }
 
@@ -115,6 +129,11 @@ func (ov *overlay[K, V]) changes(dst []checkpoint.Change[K, V]) []checkpoint.Cha
 
 func (s *Store[K, V]) writesLegacy() bool { return s.explicit != nil && s.cfg.Phase.WritesLegacy() }
 
+// batchesLegacy reports whether a commit writes legacy in one Write of a
+// source.BatchWriter, after every request is staged, rather than request
+// by request.
+func (s *Store[K, V]) batchesLegacy() bool { return s.batched != nil && s.writesLegacy() }
+
 func (s *Store[K, V]) writesCheckpoint() bool {
 	return s.cfg.Checkpoint != nil && s.cfg.Phase.WritesCheckpoint()
 }
@@ -140,9 +159,14 @@ func (s *Store[K, V]) commitBatch(ctx context.Context, batch []*request[K, V]) {
 			done = append(done, p)
 		}
 	}
-	if err := s.save(ctx, ov); err != nil {
-		s.fail(ctx, done, err)
-		done = nil
+	if len(done) > 0 && s.batchesLegacy() && !s.writeLegacyBatch(ctx, done) {
+		done = nil // the overlay is dropped with them
+	}
+	if len(done) > 0 {
+		if err := s.save(ctx, ov); err != nil {
+			s.fail(ctx, done, err)
+			done = nil
+		}
 	}
 	if len(done) > 0 {
 		s.stats.commits.Add(1)
@@ -156,12 +180,18 @@ func (s *Store[K, V]) commitBatch(ctx context.Context, batch []*request[K, V]) {
 	}
 }
 
-// stage runs r against the overlay and writes legacy for it. It returns r's
-// plans, now in the overlay, or nil with r.err set (or nothing to write).
+// stage runs r against the overlay and writes legacy for it (unless a
+// BatchWriter takes the whole commit afterwards). It returns r's plans, now
+// in the overlay, or nil with r.err set (or nothing to write).
 func (s *Store[K, V]) stage(ctx context.Context, ov *overlay[K, V], r *request[K, V]) *pending[K, V] {
 	ops := r.ops
-	if r.fn != nil {
+	switch {
+	case r.fn != nil:
 		if ops, r.err = s.runTx(ov, r); r.err != nil {
+			return nil
+		}
+	case r.snapshot:
+		if ops, r.err = s.replaceOps(ov, r.entries); r.err != nil {
 			return nil
 		}
 	}
@@ -180,7 +210,7 @@ func (s *Store[K, V]) stage(ctx context.Context, ov *overlay[K, V], r *request[K
 			return nil
 		}
 	}
-	if s.writesLegacy() {
+	if s.writesLegacy() && !s.batchesLegacy() {
 		if r.err = s.writeLegacy(ctx, plans); r.err != nil {
 			if wp := (*writerPanic)(nil); errors.As(r.err, &wp) {
 				r.panicked = wp.value
@@ -194,8 +224,20 @@ func (s *Store[K, V]) stage(ctx context.Context, ov *overlay[K, V], r *request[K
 
 // fail marks every request of a batch whose save failed, and undoes their
 // legacy writes, newest first: each was planned on top of those before it.
+// A BatchWriter takes the undo of all of them in one Write.
 func (s *Store[K, V]) fail(ctx context.Context, done []*pending[K, V], err error) {
 	s.log.Warn("checkpoint write failed", zap.Int("writes", len(done)), zap.Error(err))
+	if s.batchesLegacy() {
+		uerr := s.undoLegacyBatch(ctx, done)
+		for _, w := range done {
+			w.req.err = fmt.Errorf("migrate: %w: %w", ErrCheckpointWrite, err)
+			if uerr != nil {
+				w.req.err = outcomeUnknown(w.req.err, "legacy may hold it", uerr)
+				s.stray(w.plans)
+			}
+		}
+		return
+	}
 	for i := len(done) - 1; i >= 0; i-- {
 		w := done[i]
 		w.req.err = fmt.Errorf("migrate: %w: %w", ErrCheckpointWrite, err)

@@ -28,6 +28,36 @@ import (
 //     (checkpoint.WithJournal), which it reports in Report.Errors; a
 //     checkpoint without a journal returns the zero JournalStatus.
 //
+// A Checkpoint of your own (another storage, or a wrapper that does not
+// embed a File) must keep what Restore's rules rely on:
+//
+//   - Load returns what the last Save or Commit that returned nil stored,
+//     after a restart too: the entries, and of the Meta the Phase, Behind,
+//     BootID and Writer exactly as given. Phase says whether phase 3 wrote
+//     it, which makes an explicit legacy stale (rules 9, 17, 25); Behind is
+//     rule 26's mark, without which phase 3 serves a checkpoint that a
+//     phase-0 run left behind legacy; BootID is rule 3's epoch. Seq, Format,
+//     Schema and SavedAt are the Checkpoint's own: every save must increase
+//     Seq (Restore names it in its messages).
+//   - Save and Commit are atomic and durable: nil only once the whole of it
+//     is on stable storage, and after an error the previous checkpoint is
+//     still there (the Store's memory and the checkpoint never part).
+//   - Load of a checkpoint that was never saved, or was moved aside, returns
+//     an error matching checkpoint.ErrNotExist (rule 1). One it cannot read
+//     matches checkpoint.ErrCorrupt, ErrNewerSchema or ErrOlderSchema, with
+//     what it could read of the Meta, or checkpoint.ErrBadEntry with the
+//     entries it could read (rules 4 and 5); any other error is taken as a
+//     read that may work if retried, and fails Restore (rule 6).
+//   - Quarantine moves the checkpoint aside, returns where, and Load then
+//     returns ErrNotExist; Save may create a new one.
+//   - BootID returns the same value for the life of the handle, and every
+//     handle opened in one boot returns the same ("" for none); Journal
+//     returns the torn record the last Load discarded, if any, or the zero
+//     JournalStatus.
+//
+// migratetest.CheckCheckpoint checks these of your implementation (all but
+// the failures, which it does not inject).
+//
 // A Store also uses these optional capabilities, which package checkpoint
 // defines, when the value has them (File and Memory have all three):
 // checkpoint.Committer saves only what a write changed, instead of building

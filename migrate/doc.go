@@ -302,6 +302,16 @@
 // panics in the writer that led it and fails the rest of its batch with
 // ErrOutcomeUnknown. Either way the Store stays usable.
 //
+// A legacy that is a source.BatchWriter takes every change of a group
+// commit in one Write, after each write of the commit has passed its own
+// checks, and the undo of a failed checkpoint save in one Write too: a
+// legacy that is one file is then rewritten once per commit, not once per
+// key. The rules above hold with one difference: the Write carries the
+// whole commit, so a Write that fails fails every write of the commit (with
+// ErrLegacyWrite; it took none of them, by BatchWriter's contract), and one
+// that panics fails them all with ErrOutcomeUnknown too, and each of their
+// callers panics with the value.
+//
 // Concurrent writes are group-committed: one checkpoint save carries the
 // writes that queued while the previous save ran (up to 1,024, oldest
 // first; the rest go in the next), and each caller is released when its
@@ -353,7 +363,8 @@
 //     explicit legacy, which takes one write per key: a crash between those
 //     writes leaves part of the Update in legacy, and the phases that
 //     restore from legacy (0 and 1, and phase 2's backfill) can serve that
-//     part.
+//     part. A source.BatchWriter takes the commit in one Write, atomic if
+//     the legacy's Write is.
 //   - Compensation is best effort: if undoing also fails, the write's error
 //     matches ErrOutcomeUnknown, and a later Restore may serve it or not.
 //   - A checkpoint that cannot be read at all cannot tell whether it was

@@ -11,7 +11,7 @@ var (
 	ErrInvalidConfig = errors.New("invalid configuration")
 )
 
-// Errors returned by writes (Put, Delete, Update, DeleteFunc).
+// Errors returned by writes (Put, Delete, Update, DeleteFunc, Replace).
 var (
 	// ErrCheckpointWrite is returned by a write when the checkpoint could
 	// not be saved. Memory is unchanged, the checkpoint holds the previous

@@ -6,11 +6,14 @@ import (
 	"fmt"
 
 	"go.uber.org/zap"
+
+	"github.com/phaseshift/phaseshift/source"
 )
 
 // The legacy side of a commit: an explicit legacy takes one write
-// per change, each undone when the commit fails; an undo that fails leaves
-// strays, which the next commit writes back in line first.
+// per change, each undone when the commit fails, or, when it is a
+// source.BatchWriter, one Write per commit, undone by one Write; an undo that
+// fails leaves strays, which the next commit writes back in line first.
 
 // stray records that legacy may hold what plans wrote, against memory.
 func (s *Store[K, V]) stray(plans []plan[K, V]) {
@@ -108,7 +111,16 @@ func needed[K comparable, V any](p plan[K, V], step int) bool {
 
 // legacyStep performs, or with undo reverses, one legacy write of p.
 func (s *Store[K, V]) legacyStep(ctx context.Context, p plan[K, V], step int, undo bool) error {
-	return callLegacy(func() error { return s.legacyCall(ctx, p, step, undo) })
+	c, ok := legacyChange(p, step, undo)
+	if !ok {
+		return nil
+	}
+	return callLegacy(func() error {
+		if c.Delete {
+			return s.explicit.Delete(ctx, c.Key)
+		}
+		return s.explicit.Put(ctx, c.Key, c.Value)
+	})
 }
 
 // writerPanic is the failure of a legacy writer's call that panicked. The
@@ -132,30 +144,32 @@ func callLegacy(call func() error) (err error) {
 	return call()
 }
 
-func (s *Store[K, V]) legacyCall(ctx context.Context, p plan[K, V], step int, undo bool) error {
+// legacyChange is the change step of p makes to legacy or, with undo, the
+// change that reverses it; ok is false when there is none to make.
+func legacyChange[K comparable, V any](p plan[K, V], step int, undo bool) (c source.Change[K, V], ok bool) {
 	o := p.op
 	switch {
 	case step == stepEntry && o.del:
 		if !undo {
-			return s.explicit.Delete(ctx, p.oldKey)
+			return source.Change[K, V]{Key: p.oldKey, Delete: true}, true
 		}
 		if !p.existed {
-			return nil // what a blind Delete removed is not known
+			return c, false // what a blind Delete removed is not known
 		}
-		return s.explicit.Put(ctx, p.oldKey, p.oldVal)
+		return source.Change[K, V]{Key: p.oldKey, Value: p.oldVal}, true
 	case step == stepEntry:
 		if !undo {
-			return s.explicit.Put(ctx, o.key, o.val)
+			return source.Change[K, V]{Key: o.key, Value: o.val}, true
 		}
 		if p.existed && p.oldKey == o.key {
-			return s.explicit.Put(ctx, o.key, p.oldVal)
+			return source.Change[K, V]{Key: o.key, Value: p.oldVal}, true
 		}
-		return s.explicit.Delete(ctx, o.key)
+		return source.Change[K, V]{Key: o.key, Delete: true}, true
 	default:
 		if undo {
-			return s.explicit.Put(ctx, p.oldKey, p.oldVal)
+			return source.Change[K, V]{Key: p.oldKey, Value: p.oldVal}, true
 		}
-		return s.explicit.Delete(ctx, p.oldKey)
+		return source.Change[K, V]{Key: p.oldKey, Delete: true}, true
 	}
 }
 
@@ -214,4 +228,85 @@ func (s *Store[K, V]) undoLegacy(ctx context.Context, plans []plan[K, V], upTo, 
 		}
 	}
 	return first
+}
+
+// writeLegacyBatch makes the legacy writes of every pending request of a
+// commit in one Write of the BatchWriter, in the order they were planned.
+// It reports whether they were made; when not, every request has failed
+// with ErrLegacyWrite: the Write took none of them (BatchWriter's
+// contract), or, when it panicked, it may have taken any part, which
+// legacy is written back in line for before the next commit touches it,
+// and every request's caller panics again.
+func (s *Store[K, V]) writeLegacyBatch(ctx context.Context, done []*pending[K, V]) bool {
+	changes := batchChanges(done, false)
+	if len(changes) == 0 {
+		return true
+	}
+	err := callLegacy(func() error { return s.batched.Write(ctx, changes) })
+	if err == nil {
+		return true
+	}
+	s.log.Warn("legacy write failed", zap.Int("writes", len(done)), zap.Int("changes", len(changes)), zap.Error(err))
+	werr := fmt.Errorf("migrate: %w: %w", ErrLegacyWrite, err)
+	var wp *writerPanic
+	panicked := errors.As(err, &wp)
+	if panicked {
+		werr = fmt.Errorf("%w; %w: legacy may hold part of it", werr, ErrOutcomeUnknown)
+	}
+	for _, w := range done {
+		w.req.err = werr
+		if panicked {
+			w.req.panicked = wp.value
+			s.stray(w.plans)
+		}
+	}
+	return false
+}
+
+// undoLegacyBatch reverses, in one Write, the legacy writes of every
+// request of a commit whose checkpoint save failed, newest first, and
+// returns the Write's error.
+func (s *Store[K, V]) undoLegacyBatch(ctx context.Context, done []*pending[K, V]) error {
+	changes := batchChanges(done, true)
+	if len(changes) == 0 {
+		return nil
+	}
+	err := callLegacy(func() error { return s.batched.Write(ctx, changes) })
+	if err != nil {
+		s.log.Error("compensating a legacy write failed; legacy may hold a write that was not acknowledged",
+			zap.Int("writes", len(done)), zap.Int("changes", len(changes)), zap.Error(err))
+	}
+	return err
+}
+
+// batchChanges returns the legacy changes of the requests of a commit, in
+// the order they were planned, or with undo the changes that reverse them,
+// in the reverse order.
+func batchChanges[K comparable, V any](done []*pending[K, V], undo bool) []source.Change[K, V] {
+	var changes []source.Change[K, V]
+	add := func(p plan[K, V], step int) {
+		if !needed(p, step) {
+			return
+		}
+		if c, ok := legacyChange(p, step, undo); ok {
+			changes = append(changes, c)
+		}
+	}
+	for i := range done {
+		if !undo {
+			for _, p := range done[i].plans {
+				for step := range numSteps {
+					add(p, step)
+				}
+			}
+			continue
+		}
+		plans := done[len(done)-1-i].plans
+		for pi := len(plans) - 1; pi >= 0; pi-- {
+			for step := numSteps - 1; step >= 0; step-- {
+				add(plans[pi], step)
+			}
+		}
+	}
+	return changes
 }

@@ -17,7 +17,7 @@ type Stats struct {
 	Phase   Phase
 	Entries int // entries served now
 
-	// Writes that returned nil, by kind (Updates includes DeleteFunc).
+	// Writes that returned nil, by kind (Updates includes DeleteFunc and Replace).
 	Puts, Deletes, Updates uint64
 	// Writes that returned an error: the Store was closed or not restored,
 	// the context ended before a commit took them, their function failed,
@@ -38,7 +38,7 @@ type Stats struct {
 	// checkpoint.Memory are); 0 otherwise.
 	CheckpointBytes int64
 
-	LegacyWrites        uint64 // writes to an explicit legacy, undo and repair included
+	LegacyWrites        uint64 // calls that wrote an explicit legacy (Put, Delete, source.BatchWriter's Write), undo and repair included
 	LegacyWriteFailures uint64
 
 	// LastRestore is what the last successful Restore reported; zero

@@ -41,7 +41,7 @@ func (o Origin) String() string {
 //
 // All methods are safe for concurrent use. Reads (Get, All, Len, Origin)
 // see committed state only and never wait for a write in progress. Writes
-// (Put, Delete, Update) from many goroutines are group-committed: one
+// (Put, Delete, Update, Replace) from many goroutines are group-committed: one
 // checkpoint save carries the changes that queued while the previous save
 // ran (up to 1,024), and each caller returns when its own change is
 // durable.
@@ -61,8 +61,10 @@ type Store[K comparable, V any] struct {
 	log      *zap.Logger
 	match    func(K) K
 	equal    func(a, b V) bool
+	same     func(a, b V) bool // whether Replace leaves a value as it is
 	merge    func(K, V, V) V
 	explicit source.Writer[K, V]        // the legacy writer, or nil if legacy takes no explicit writes
+	batched  source.BatchWriter[K, V]   // the legacy writer again when it takes a commit at once, or nil
 	commit   checkpoint.Committer[K, V] // the checkpoint's Commit, or nil
 	bootID   string
 	meta     checkpoint.Meta // what every save records
@@ -121,11 +123,17 @@ func New[K comparable, V any](cfg Config[K, V]) (*Store[K, V], error) {
 		s.log = zap.NewNop()
 	}
 	s.log = s.log.With(zap.Stringer("phase", cfg.Phase))
+	s.same = sameValue[V]()
 	if s.equal == nil {
 		s.equal = func(a, b V) bool { return reflect.DeepEqual(a, b) }
 	}
 	if w, ok := cfg.Legacy.(source.Writer[K, V]); ok {
-		s.explicit = countingWriter[K, V]{w: w, c: &s.stats}
+		cw := countingWriter[K, V]{w: w, c: &s.stats}
+		if b, ok := w.(source.BatchWriter[K, V]); ok {
+			cw.b = b
+			s.batched = cw
+		}
+		s.explicit = cw
 	}
 	if s.merge == nil {
 		s.merge = PreferLegacy[K, V] // see Config.Merge
@@ -280,10 +288,16 @@ func (s *Store[K, V]) Close() error {
 	return nil
 }
 
-// countingWriter counts the writes a Store makes to legacy, for Stats.
+// countingWriter counts the writes a Store makes to legacy, for Stats: each
+// call of Put, Delete or Write is one.
 type countingWriter[K comparable, V any] struct {
 	w source.Writer[K, V]
+	b source.BatchWriter[K, V] // w, when it is one; nil otherwise
 	c *counters
+}
+
+func (cw countingWriter[K, V]) Write(ctx context.Context, changes []source.Change[K, V]) error {
+	return cw.count(cw.b.Write(ctx, changes))
 }
 
 func (cw countingWriter[K, V]) Put(ctx context.Context, key K, value V) error {

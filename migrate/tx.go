@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 )
 
 // Tx is the set of changes an Update makes, and its view of the state: the
@@ -16,7 +17,7 @@ import (
 // call the Store's read methods (Get, All, Len, Key, Origin), but those see
 // committed state only, which may lag behind what the Tx sees: read through
 // the Tx. It must not call the Store's write methods (Put, Delete, Update,
-// DeleteFunc), Restore or Close: they wait for the commit that is running
+// DeleteFunc, Replace), Restore or Close: they wait for the commit that is running
 // the function, which waits for them, until their context is done.
 type Tx[K comparable, V any] struct {
 	s    *Store[K, V]
@@ -28,7 +29,28 @@ type Tx[K comparable, V any] struct {
 	// run: the committed entries the Tx changed carry it, or the batch's
 	// (overlay.mark).
 	mark uint64
+	// loops are the All loops running now, innermost last: set tells each
+	// of the entries it changes that the loop has yielded already.
+	loops []*allLoop[K]
 }
+
+// allLoop is where one running All loop is: in which of its three parts
+// (the committed entries, the batch's changes, the Tx's own) and, within
+// it, how many it has passed.
+type allLoop[K comparable] struct {
+	part int
+	next int
+	// again holds the identities the loop yielded that the Tx changed
+	// since: its last part, over the Tx's changes, skips them.
+	again map[K]struct{}
+}
+
+// The parts of an All loop, in order.
+const (
+	partCommitted = iota + 1
+	partBatch
+	partOwn
+)
 
 func (tx *Tx[K, V]) check() {
 	if tx.over {
@@ -55,40 +77,85 @@ func (tx *Tx[K, V]) Get(key K) (V, bool) {
 
 // All returns every entry as the transaction sees it, by stored key: the
 // committed state with the changes of the writes before it and the
-// transaction's own applied. The loop body may change the transaction: an
-// entry it deletes or replaces that the loop has not reached yet is seen as
-// changed (a deleted one is not yielded; a replaced one is yielded once,
-// with its new value, after the entries nobody changed), and an entry it
-// puts may be yielded, after those (an entry yielded before it was
-// replaced is yielded again).
+// transaction's own applied. As with a range over a Go map, it yields each
+// key at most once, and the loop body may change the transaction: an entry
+// it deletes before the loop reaches it is not yielded, one it replaces
+// before the loop reaches it is yielded with its new value (after the
+// entries nobody changed), one it replaces after the loop reached it is not
+// yielded again, and an entry it adds may be yielded or not.
 func (tx *Tx[K, V]) All() iter.Seq2[K, V] {
 	tx.check()
 	return func(yield func(K, V) bool) {
 		tx.check()
+		l := &allLoop[K]{}
+		tx.loops = append(tx.loops, l)
+		defer tx.endLoop(l)
 		// The committed entries, less those the batch or the Tx changed:
 		// a walk over a slice, skipping the entries that carry the batch's
 		// mark or this Tx's, which set puts on an entry the loop has not
 		// reached yet.
 		list := tx.marked()
+		l.part = partCommitted
 		for i := 0; i < len(list.keys); i++ {
 			if m := list.marks[i]; m == tx.mark || m == tx.ov.mark {
 				continue
 			}
+			l.next = i + 1
 			if !yield(list.keys[i], list.vals[i]) {
 				return
 			}
 		}
-		for id, sl := range tx.ov.changed {
-			if _, mine := tx.at[id]; !mine && sl.present && !yield(sl.key, sl.val) {
+		// The batch's changes the Tx has not changed again, in the order
+		// they were made.
+		l.part, l.next = partBatch, 0
+		for i := 0; i < len(tx.ov.order); i++ {
+			id := tx.ov.order[i]
+			sl := tx.ov.changed[id]
+			if _, mine := tx.at[id]; mine || !sl.present {
+				continue
+			}
+			l.next = i + 1
+			if !yield(sl.key, sl.val) {
 				return
 			}
 		}
+		// The Tx's own, but those the loop yielded before the Tx changed them.
+		l.part = partOwn
 		for i := 0; i < len(tx.ops); i++ {
-			if o := tx.ops[i]; !o.del && !yield(o.key, o.val) {
+			o := tx.ops[i]
+			if _, yielded := l.again[o.id]; o.del || yielded {
+				continue
+			}
+			if !yield(o.key, o.val) {
 				return
 			}
 		}
 	}
+}
+
+// endLoop forgets loop l, which has ended.
+func (tx *Tx[K, V]) endLoop(l *allLoop[K]) {
+	if i := slices.Index(tx.loops, l); i >= 0 {
+		tx.loops = slices.Delete(tx.loops, i, i+1)
+	}
+}
+
+// yielded reports whether loop l has yielded the entry of identity id from
+// its first two parts. The caller is about to give id its first change in
+// the Tx: until now, the loop skipped it in neither part.
+func (tx *Tx[K, V]) yielded(l *allLoop[K], id K) bool {
+	if sl, ok := tx.ov.changed[id]; ok {
+		// A committed entry the batch changed carries the batch's mark:
+		// the first part skipped it, the second yields it.
+		return sl.present && (l.part > partBatch || (l.part == partBatch && sl.pos < l.next))
+	}
+	k, ok := tx.ov.st.lookup(id)
+	if !ok {
+		return false
+	}
+	list := tx.ov.st.list
+	i := list.at[k]
+	return l.part > partCommitted || i < l.next
 }
 
 // marked returns the state's entry list with the batch's mark on every
@@ -166,6 +233,14 @@ func (tx *Tx[K, V]) set(o op[K, V]) {
 		tx.ops[i] = o
 		return
 	}
+	for _, l := range tx.loops {
+		if tx.yielded(l, o.id) {
+			if l.again == nil {
+				l.again = make(map[K]struct{})
+			}
+			l.again[o.id] = struct{}{}
+		}
+	}
 	if tx.mark != 0 {
 		tx.markEntry(o.id) // an All may not have reached it yet
 	}
@@ -212,7 +287,8 @@ func (s *Store[K, V]) runTx(ov *overlay[K, V], r *request[K, V]) (ops []op[K, V]
 // one save, so a crash leaves all of them or none there; a legacy the Store
 // writes takes one write per key, so a crash between those writes can
 // leave part of the Update in legacy (a failure, unlike a crash, is
-// undone). The context is honoured as Put says: once a commit has taken
+// undone), unless it is a source.BatchWriter, which takes the commit in one
+// Write. The context is honoured as Put says: once a commit has taken
 // the Update, fn runs and the outcome is Update's answer.
 func (s *Store[K, V]) Update(ctx context.Context, fn func(tx *Tx[K, V]) error) error {
 	if fn == nil {

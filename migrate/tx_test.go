@@ -465,3 +465,57 @@ func TestGroupCommitCarriesAtMost1024(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, snap.Entries, writes+1)
 }
+
+// TestTxAllYieldsEachKeyAtMostOnce: as Go's range over a map does, All
+// yields each key at most once, however the loop body changes the
+// transaction: an entry it replaces after the loop reached it is not
+// yielded again, whether it was committed (a), changed by a write before
+// it in the batch (b), or changed by the transaction before the loop (c),
+// and an entry a nested loop replaces is not yielded again by the outer
+// one (d). An entry it replaces before the loop reaches it is yielded
+// once, with its new value.
+//
+// How it failed before the fix: the loop yielded every entry it had
+// replaced a second time, after the others ("a0 yielded 2 times").
+func TestTxAllYieldsEachKeyAtMostOnce(t *testing.T) {
+	ctx := context.Background()
+	start := map[string]int{}
+	for i := range 20 {
+		start[fmt.Sprintf("a%d", i)] = i
+	}
+	h := newHeldStore(t, start)
+	wait := h.hold(t)
+	results := make(chan error, 2)
+	go func() { results <- h.s.Put(ctx, "b0", 1) }() // (b): changed by the batch
+	h.queued(t)
+	var counts map[string]int
+	check := func(tx *migrate.Tx[string, int]) error {
+		counts = map[string]int{}
+		tx.Put("c0", 2) // (c): the transaction's own, before the loop
+		for k, v := range tx.All() {
+			counts[k]++
+			tx.Put(k, v+1000) // replace what the loop just reached
+			if counts[k] == 1 && len(counts) == 1 {
+				// (d): a nested loop replaces every entry it reaches,
+				// including those the outer loop has not reached yet.
+				for k2, v2 := range tx.All() {
+					tx.Put(k2, v2+1)
+				}
+			}
+		}
+		return nil
+	}
+	go func() { results <- h.s.Update(ctx, check) }()
+	h.queued(t)
+	close(h.slow.release)
+	wait()
+	require.NoError(t, <-results)
+	require.NoError(t, <-results)
+	for _, k := range []string{"a0", "a19", "b0", "c0", "holder"} {
+		assert.Contains(t, counts, k)
+	}
+	for k, n := range counts {
+		assert.Equal(t, 1, n, "%s yielded %d times", k, n)
+	}
+	assert.Len(t, counts, len(start)+3, "every entry is yielded")
+}

@@ -20,13 +20,16 @@ type op[K comparable, V any] struct {
 	id  K // s.id(key)
 }
 
-// request is one write waiting to be committed: a Put or a Delete (ops), or
-// an Update (fn), whose changes commit together or not at all.
+// request is one write waiting to be committed: a Put or a Delete (ops), an
+// Update (fn) or a Replace (snapshot, with entries), whose changes commit
+// together or not at all.
 type request[K comparable, V any] struct {
-	ops  []op[K, V]
-	fn   func(tx *Tx[K, V]) error
-	done chan struct{}
-	err  error // set before done is closed
+	ops      []op[K, V]
+	fn       func(tx *Tx[K, V]) error
+	snapshot bool
+	entries  map[K]V
+	done     chan struct{}
+	err      error // set before done is closed
 	// panicked holds what fn panicked with, to panic with again in the
 	// caller's goroutine.
 	panicked any
@@ -133,7 +136,7 @@ func (s *Store[K, V]) countWrite(r *request[K, V], err error) {
 		if errors.Is(err, ErrOutcomeUnknown) {
 			c.outcomeUnknown.Add(1)
 		}
-	case r.fn != nil:
+	case r.fn != nil || r.snapshot:
 		c.updates.Add(1)
 	case r.ops[0].del:
 		c.deletes.Add(1)

@@ -20,6 +20,10 @@
 // nothing the plugin does needs to be written back to it, and a sandbox list
 // is never stale with respect to the plugin's own work.
 //
+// A Writer that is also a [BatchWriter] takes each commit's changes in one
+// call (a legacy that is one file is then rewritten once per commit, not once
+// per key).
+//
 // [Func] adapts a function to a Reader. [Map] is a concurrency-safe
 // in-memory Reader and Writer, good as a proxy's registry and as a test fake.
 //

@@ -28,6 +28,35 @@ type Writer[K comparable, V any] interface {
 	Delete(ctx context.Context, key K) error
 }
 
+// BatchWriter is a [Writer] that also takes a whole commit's changes at
+// once. A legacy that is one file (an older release's state file, rewritten
+// whole at every change) is then written once per commit instead of once per
+// changed key: migrate.Store calls Write, and not Put and Delete, for the
+// changes of each group commit when its legacy has it (Put and Delete remain
+// for the rare writes that put legacy back in line after a failed undo, and
+// for restore's repairs).
+//
+// Write applies changes in order (a later change to a key wins over an
+// earlier one) and returns nil only once all of them are durable. It is all
+// or nothing: when it returns an error, legacy holds none of them, as a Put
+// that fails is taken to have written nothing; a file written to a temporary
+// file and renamed over the old one gives that. A Write that panics is taken
+// to have written any part of them. changes is never empty, and Write must not
+// keep it after it returns.
+type BatchWriter[K comparable, V any] interface {
+	Writer[K, V]
+	Write(ctx context.Context, changes []Change[K, V]) error
+}
+
+// Change is one change a [BatchWriter] takes: Value stored under Key, or Key
+// removed when Delete is set (removing a key that is absent is not an
+// error, as for Writer.Delete).
+type Change[K comparable, V any] struct {
+	Key    K
+	Value  V
+	Delete bool
+}
+
 // Func adapts a function to a [Reader]. It has no Writer, so a source read
 // through it is taken to be kept current by someone else.
 type Func[K comparable, V any] func(ctx context.Context) (map[K]V, error)

@@ -5,6 +5,7 @@ import (
 	"iter"
 	"math/bits"
 	"net/netip"
+	"syscall"
 	"time"
 
 	"github.com/phaseshift/phaseshift/internal/testcni"
@@ -67,16 +68,21 @@ func LowestFree(all iter.Seq2[Key, Alloc]) netip.Addr {
 // Clock adds up the time of the calls it runs: a benchmark runs its own
 // operation and a reference in turn, on one Clock each, so that both see
 // the same machine (these machines are shared and their disks noisy) and
-// their ratio is stable where absolute times are not.
+// their ratio is stable where absolute times are not. It also adds up the
+// process's CPU time (user and system, of every goroutine and the garbage
+// collector) during the calls, which is the calls' own as long as the
+// benchmark runs one side at a time.
 type Clock struct {
 	Total time.Duration
+	CPU   time.Duration
 	Calls int
 }
 
 // Run times one call of op.
 func (c *Clock) Run(op func() error) error {
-	start := time.Now()
+	start, cpu := time.Now(), CPUTime()
 	err := op()
+	c.CPU += CPUTime() - cpu
 	c.Total += time.Since(start)
 	c.Calls++
 	return err
@@ -88,4 +94,22 @@ func (c *Clock) PerCall() time.Duration {
 		return 0
 	}
 	return c.Total / time.Duration(c.Calls)
+}
+
+// CPUPerCall returns the mean CPU time of a call.
+func (c *Clock) CPUPerCall() time.Duration {
+	if c.Calls == 0 {
+		return 0
+	}
+	return c.CPU / time.Duration(c.Calls)
+}
+
+// CPUTime returns the CPU time the process has used so far, user and
+// system, or 0 where getrusage fails.
+func CPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

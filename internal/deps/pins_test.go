@@ -130,3 +130,39 @@ func TestImporterKeepsItsPins(t *testing.T) {
 		assert.Contains(t, strings.Split(strings.TrimSpace(out), "\n"), p.path+" "+p.version, "go mod tidy moved the pin of %s", p.path)
 	}
 }
+
+// TestCRIImporterEndsUpWith builds the module of a daemon that imports
+// source/cri and checks what go mod tidy gives it: with no pins of its
+// own, the gRPC and cri-api source/cri requires (the lowest with which it
+// builds and passes its tests: grpc.NewClient came in gRPC v1.63.0, the
+// CRI v1 API in cri-api v0.20.0); with Kubernetes 1.30's pins, its own
+// cri-api and the gRPC source/cri needs, which is newer than 1.30's.
+func TestCRIImporterEndsUpWith(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: go mod tidy of a module with gRPC takes a while")
+	}
+	for _, tc := range []struct {
+		name      string
+		pins      string
+		grpc, cri string
+	}{
+		{"no pins", "", "v1.63.0", "v0.20.0"},
+		{"Kubernetes 1.30's pins", "\tgoogle.golang.org/grpc v1.58.3\n\tk8s.io/cri-api v0.30.4\n", "v1.63.0", "v0.30.4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			root := repoRoot(t)
+			mod := fmt.Sprintf("module example.com/crinode\n\ngo 1.24.0\n\nrequire (\n\tgithub.com/phaseshift/phaseshift v0.0.0-00010101000000-000000000000\n\tgithub.com/phaseshift/phaseshift/source/cri v0.0.0-00010101000000-000000000000\n%s)\n\nreplace (\n\tgithub.com/phaseshift/phaseshift => %s\n\tgithub.com/phaseshift/phaseshift/source/cri => %s\n)\n",
+				tc.pins, root, filepath.Join(root, "source", "cri"))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644))
+			main := "package main\n\nimport _ \"github.com/phaseshift/phaseshift/source/cri\"\n\nfunc main() {}\n"
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(main), 0o644))
+			out, err := goCmd(t, dir, "mod", "tidy")
+			skipOffline(t, out, err)
+			require.NoError(t, err, "go mod tidy:\n%s", out)
+			out, err = goCmd(t, dir, "list", "-m", "-f", "{{.Path}} {{.Version}}", "google.golang.org/grpc", "k8s.io/cri-api")
+			require.NoError(t, err, out)
+			assert.Equal(t, "google.golang.org/grpc "+tc.grpc+"\nk8s.io/cri-api "+tc.cri, strings.TrimSpace(out))
+		})
+	}
+}

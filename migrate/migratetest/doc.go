@@ -64,6 +64,10 @@
 // checkpointtest.FailSaves): n > 0 fails the next n calls, n < 0 every call
 // from now on, n == 0 none.
 //
+// CheckCheckpoint checks a Checkpoint of your own against what
+// migrate.Checkpoint says a Store relies on (that it keeps Meta.Behind, for
+// one).
+//
 // # Caveats
 //
 //   - The workload is sequential: concurrency is covered by the migrate

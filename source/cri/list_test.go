@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/phaseshift/phaseshift/source"
@@ -178,7 +179,7 @@ func TestSandboxes(t *testing.T) {
 			pod("bare-status", "10.0.0.2"), pod("nil-status", "10.0.0.3"), pod("nil-namespaces", "10.0.0.4"),
 			pod("nil-options", "10.0.0.5"), pod("nil-extra-ip", "10.0.0.6"))
 		rt.SetListHook(func(resp *runtimeapi.ListPodSandboxResponse) {
-			resp.Items = append(resp.Items, nil, &runtimeapi.PodSandbox{})
+			resp.Items = append(resp.Items, &runtimeapi.PodSandbox{})
 			for _, item := range resp.Items {
 				if item.GetId() == "bare-status" {
 					item.Metadata = nil
@@ -198,7 +199,7 @@ func TestSandboxes(t *testing.T) {
 			case "nil-options":
 				resp.Status.Linux = &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{}}
 			case "nil-extra-ip":
-				resp.Status.Network.AdditionalIps = []*runtimeapi.PodIP{nil, {}}
+				resp.Status.Network.AdditionalIps = []*runtimeapi.PodIP{{}}
 			}
 		})
 		var got []cri.Sandbox
@@ -241,7 +242,7 @@ func TestSandboxes(t *testing.T) {
 			rt.Add(sb)
 		}
 		var listSize int
-		rt.SetListHook(func(resp *runtimeapi.ListPodSandboxResponse) { listSize = proto.Size(resp) })
+		rt.SetListHook(func(resp *runtimeapi.ListPodSandboxResponse) { listSize = proto.Size(protoadapt.MessageV2Of(resp)) })
 
 		t.Run("listed with the default limit", func(t *testing.T) {
 			got, err := dial(t, srv.Endpoint()).Sandboxes(ctx)
