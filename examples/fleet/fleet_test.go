@@ -159,12 +159,24 @@ func (f *fleet) gate(t *testing.T, phase string) cmd {
 	return f.run(t, "gate", "--prometheus", f.prom.URL, "--poll", "100ms", "--timeout", "1m", phase)
 }
 
-// mayMove requires the gate to let the fleet move to phase.
+// mayMove requires the gate to let the fleet move to phase. A refusal
+// for nodes unreported only - a scrape that failed on a machine this test
+// shares with others (the timeout is the 1s interval) makes a node down
+// and missing for a second - is asked again, twice at most, and logged;
+// any other refusal fails the test at once.
 func (f *fleet) mayMove(t *testing.T, phase string) {
 	t.Helper()
-	r := f.gate(t, phase)
-	require.Equal(t, 0, r.code, "phaseshift gate %s: %s%s", phase, r.stdout, r.stderr)
-	assert.Contains(t, r.stdout, fmt.Sprintf("no node blocks it (%d nodes report, %d expected)", nodes, nodes))
+	for attempt := 1; ; attempt++ {
+		r := f.gate(t, phase)
+		if r.code == 0 {
+			assert.Contains(t, r.stdout, fmt.Sprintf("no node blocks it (%d nodes report, %d expected)", nodes, nodes))
+			return
+		}
+		unreported := r.code == 9 && regexp.MustCompile(`(?m)^  .*  unreported: (down|missing) \(`).MatchString(r.stdout) &&
+			!regexp.MustCompile(`(?m)^  .*  ([a-z_]+: [0-9]|[a-z_ ]+ [a-z_]+: [0-9]|held down)`).MatchString(r.stdout)
+		require.True(t, unreported && attempt < 3, "phaseshift gate %s (attempt %d): %s%s", phase, attempt, r.stdout, r.stderr)
+		t.Logf("phaseshift gate %s refused for nodes unreported (a failed scrape?); asking again:\n%s", phase, r.stdout)
+	}
 }
 
 // refused requires the gate to refuse phase, and returns what it said.
