@@ -71,7 +71,7 @@ func (s *Store[K, V]) resolveUnique(in *sides[K, V], held map[K]bool, out *built
 				continue
 			}
 			if s.cfg.Phase == PhaseContract && best.listed && !best.held && h.held {
-				return restoreErr("%w: legacy lists %v, which the checkpoint never held, with a part of its value the checkpoint gives %v (Config.Unique): a run that does not write the checkpoint (the old binary) came after it; phase 3 needs a checkpoint level with legacy: run phase 2 (migrate) once, which lets legacy decide", ErrStale, best.key, h.key)
+				return restoreErr("%w: legacy lists %s, which the checkpoint never held, with a part of its value the checkpoint gives %s (Config.Unique): a run that does not write the checkpoint (the old binary) came after it; phase 3 needs a checkpoint level with legacy: run phase 2 (migrate) once, which lets legacy decide", ErrStale, keyText(best.key), keyText(h.key))
 			}
 			dropped[h.key] = true
 		}
@@ -154,7 +154,7 @@ func (s *Store[K, V]) dropConflicts(in *sides[K, V], out *built[K, V], r *Report
 func holderList[K comparable](g []holder[K]) string {
 	parts := make([]string, len(g))
 	for i, h := range g {
-		parts[i] = fmt.Sprintf("%v", h.key)
+		parts[i] = keyText(h.key)
 	}
 	return "entries " + strings.Join(parts, ", ")
 }
@@ -193,7 +193,7 @@ func (s *Store[K, V]) dedupe(m, ref map[K]V, side string, r *Report[K]) []K {
 			if k == keep {
 				continue
 			}
-			r.Errors = append(r.Errors, fmt.Errorf("%s: keys %v and %v match the same entry; keeping %v", side, keep, k, keep))
+			r.Errors = append(r.Errors, fmt.Errorf("%s: keys %s and %s match the same entry; keeping %s", side, keyText(keep), keyText(k), keyText(keep)))
 			delete(m, k)
 			removed = append(removed, k)
 		}

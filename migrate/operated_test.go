@@ -153,7 +153,7 @@ func TestUniqueResolvesAnAddressHeldTwice(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, map[string]int{"pod-1": 1, "pod-2": 2, "pod-3": 2}, collect(s))
 			require.NotEmpty(t, rep.Errors)
-			assert.Contains(t, rep.Errors[0].Error(), "pod-2, pod-3")
+			assert.Contains(t, rep.Errors[0].Error(), `"pod-2", "pod-3"`, "the keys, as the JSON phaseshift takes")
 			assert.NotContains(t, rep.Errors[0].Error(), `"2"`, "the part is not quoted")
 		})
 		t.Run("an explicit legacy holding an address twice", func(t *testing.T) {

@@ -182,17 +182,22 @@ func (r Report[K]) String() string {
 // logKeys is how many keys of each list the log and String show.
 const logKeys = 10
 
+// keyText returns k as the JSON the phaseshift command takes, for errors
+// and the report: keys are shown, values never are.
+func keyText[K comparable](k K) string {
+	b, err := json.Marshal(k)
+	if err != nil {
+		return "(a key that does not encode as JSON)"
+	}
+	return string(b)
+}
+
 // jsonKeys returns the first logKeys of keys, as JSON, sorted, in
 // brackets, and how many more there are.
 func jsonKeys[K comparable](keys []K) string {
 	texts := make([]string, 0, len(keys))
 	for _, k := range keys {
-		b, err := json.Marshal(k)
-		if err != nil {
-			texts = append(texts, "(a key that does not encode as JSON)")
-			continue
-		}
-		texts = append(texts, string(b))
+		texts = append(texts, keyText(k))
 	}
 	slices.Sort(texts)
 	more := ""
