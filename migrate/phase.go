@@ -19,6 +19,16 @@ import (
 // A legacy source that takes no explicit writes (it has no source.Writer,
 // like CRI) is never written; phases 2 and 3 then differ only in restore.
 // The package documentation has every restore rule.
+//
+// Ship the phase as configuration and move a fleet one step at a time,
+// each step once every node runs the one before and the gate (package
+// metrics) says so: the new binary at 0 first; 0 → 1, after which a
+// rollback to the old binary is safe; 1 → 2, which trusts the checkpoint
+// while legacy is still written; 2 → 3 only when no node can go back to a
+// version without the checkpoint and no node's last restore left a mark
+// (Report.Behind). Rolling back is the same steps in reverse, to this
+// package's phase 0 rather than to the old binary. With VolatileLegacy,
+// phases 1 to 3 all serve the checkpoint.
 type Phase int
 
 // The phases, in rollout order.

@@ -46,6 +46,38 @@ func (o Origin) String() string {
 // ran (up to 1,024), and each caller returns when its own change is
 // durable.
 //
+// A write returns nil only once every side its phase writes has it
+// durably. Legacy is written first, then the checkpoint. If any side fails,
+// memory is unchanged, the checkpoint holds the previous commit, an
+// explicit legacy write already made is compensated, and the error says
+// which side failed (ErrCheckpointWrite, ErrLegacyWrite). When undoing on
+// the other side fails too, the error also matches ErrOutcomeUnknown and
+// says that legacy may hold the write, or part of it; until the Store has
+// written legacy back in line, a later write to that entry fails with
+// ErrLegacyWrite rather than build on it.
+//
+// A legacy writer that panics fails the write it was making, with
+// ErrLegacyWrite and ErrOutcomeUnknown, and that write's caller panics with
+// the same value, whichever writer led the commit; the rest of the batch
+// commits. So does a value whose MarshalJSON panics, which fails only its
+// own write. A panic in other code a commit calls (a Checkpoint's own
+// Commit or Save) panics in the writer that led it and fails the rest of
+// its batch with ErrOutcomeUnknown. Either way the Store stays usable.
+//
+// A legacy that is a source.BatchWriter takes every change of a group
+// commit in one Write, and the undo of a failed checkpoint save in one
+// Write too: a legacy that is one file is rewritten once per commit, not
+// once per key. Its Write carries the whole commit, so one that fails
+// fails every write of the commit (ErrLegacyWrite), and one that panics
+// fails them all with ErrOutcomeUnknown too.
+//
+// Config.Match maps a key to what identifies its entry across sources: an
+// entry learned from legacy under placeholder fields (IPAM: network
+// "_migrated-from-cri", interface "unknown") is found by Get, Delete and
+// Put with the real key (the VPC CNI lost IPs when a DEL never matched a
+// migrated key). Store.Origin says where an entry came from and Store.Key
+// which key it is stored under.
+//
 // A key must read back from JSON as itself (==): in the phases that write
 // the checkpoint, a write whose key would not (invalid UTF-8, a time.Time
 // with a monotonic reading or a *time.Location, a pointer, an unexported

@@ -1,9 +1,10 @@
 package robustness_test
 
 // The model FuzzRestore checks Restore against. It is written from package
-// migrate's documentation (doc.go "# Two kinds of legacy", "# Restore
-// rules" 1 to 26 and "# What holds", the fields of Config and Report,
-// checkpoint.Meta.Behind), not from its code: each function below encodes
+// migrate's documentation (the kinds of legacy, the restore rules 1 to 26
+// as the package doc's table and each rule's function state them, "# What
+// holds", the fields of Config and Report, checkpoint.Meta.Behind), not
+// from its code: each function below encodes
 // one documented sentence, quoted in its comment with its rule number, so
 // that a disagreement with the implementation points at either a code bug
 // or a sentence to fix. Where the docs leave a case open, the comment says
