@@ -45,14 +45,23 @@ func (h holder[K]) rank() int {
 // Errors where the sides cannot tell). In phase 3 an entry legacy lists
 // and the checkpoint lacks that outranks one the checkpoint holds shows a
 // run that did not write the checkpoint (the old binary) came after it:
-// Restore refuses (rule 10). Not with VolatileLegacy (legacy is never
-// evidence), nor in phase 0, which serves legacy as it is, nor when legacy
-// could not be listed.
+// Restore refuses (rule 10). With VolatileLegacy (legacy is never
+// evidence), in phase 0, which serves legacy as it is, and when legacy
+// could not be listed, what is served twice is only reported (Errors).
 func (s *Store[K, V]) resolveUnique(in *sides[K, V], held map[K]bool, out *built[K, V], r *Report[K]) error {
-	if held == nil {
+	if s.cfg.Unique == nil {
 		return nil
 	}
 	groups := s.sharedParts(in, held, out.vals)
+	if held == nil {
+		// The sides are no evidence here (phase 0 serves legacy as it is;
+		// a volatile legacy, or one that could not be listed, says nothing
+		// of what is live): what is served twice is reported, not resolved.
+		for _, g := range groups {
+			r.Errors = append(r.Errors, fmt.Errorf("%s hold a part of their values that no two entries may share (Config.Unique), and phase %d (%s) cannot tell which is stale: both are served", holderList(g), int(s.cfg.Phase), s.cfg.Phase))
+		}
+		return nil
+	}
 	dropped := map[K]bool{}
 	for _, g := range groups {
 		best := slices.MaxFunc(g, func(a, b holder[K]) int { return a.rank() - b.rank() })
@@ -103,7 +112,9 @@ func (s *Store[K, V]) heldIDs(in *sides[K, V]) map[K]bool {
 func (s *Store[K, V]) sharedParts(in *sides[K, V], held map[K]bool, served map[K]V) [][]holder[K] {
 	by := map[string][]K{}
 	for k, v := range served {
-		for _, u := range s.cfg.Unique(v) {
+		parts := slices.Clone(s.cfg.Unique(v)) // the caller's slice is not sorted in place
+		slices.Sort(parts)
+		for _, u := range slices.Compact(parts) { // a value naming a part twice holds it once
 			by[u] = append(by[u], k)
 		}
 	}
@@ -117,7 +128,7 @@ func (s *Store[K, V]) sharedParts(in *sides[K, V], held map[K]bool, served map[K
 		g := make([]holder[K], len(ks))
 		for i, k := range ks {
 			_, listed := find(lidx, in.lg.entries, s.id(k))
-			g[i] = holder[K]{key: k, listed: listed, held: held[s.id(k)]}
+			g[i] = holder[K]{key: k, listed: listed && in.lg.read, held: held[s.id(k)]}
 		}
 		slices.SortFunc(g, func(a, b holder[K]) int { return strings.Compare(fmt.Sprintf("%#v", a.key), fmt.Sprintf("%#v", b.key)) })
 		groups = append(groups, g)
