@@ -132,7 +132,9 @@ type Config[K comparable, V any] struct {
 	// part with any entry the node holds, and half the time it is the
 	// value of an entry an acknowledged delete removed, as an allocator
 	// hands a freed address to the next ADD. Value must be able to draw
-	// values whose parts are free (a pool much larger than the entries).
+	// values whose parts are free (a pool much larger than the entries):
+	// a write for which 64 draws find none becomes a delete, and Check
+	// fails, saying how many.
 	Unique func(V) []string
 
 	// OpenLegacy, with Explicit, stands your own legacy store in for the
@@ -232,11 +234,13 @@ func Check[K comparable, V any](cfg Config[K, V]) (Result, error) {
 		seqs = allSequences(cfg.MaxLen)
 	}
 	res := Result{Refused: map[string]int{}}
+	var noFree noFreeValue
 	for _, seq := range seqs {
 		seed := cfg.Seed*1_000_003 + uint64(indexOf(seq))
 		run := newRun(&cfg, adapters, seq, seed)
 		problems := run.play()
 		run.count(&res)
+		noFree.add(run.noFree)
 		if run.unjudged {
 			res.Unjudged++
 			continue
@@ -246,10 +250,14 @@ func Check[K comparable, V any](cfg Config[K, V]) (Result, error) {
 		}
 	}
 	slices.SortStableFunc(res.Violations, func(a, b Violation) int { return len(a.Sequence) - len(b.Sequence) })
-	if len(res.Violations) == 0 {
-		return res, nil
+	var errs []error
+	if len(res.Violations) > 0 {
+		errs = append(errs, errors.New(violationsText(res)))
 	}
-	return res, errors.New(violationsText(res))
+	if err := noFree.err(res.Writes); err != nil {
+		errs = append(errs, err)
+	}
+	return res, errors.Join(errs...)
 }
 
 // probe fills in the defaults and learns the adapters' Match from the

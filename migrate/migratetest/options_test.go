@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/migrate/migratetest"
 	"github.com/phaseshift/phaseshift/source"
 )
@@ -298,4 +300,34 @@ func TestCheckNeedsAViewThatSettles(t *testing.T) {
 	_, err := migratetest.Check(cfg)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "Config.View changes what it returned")
+}
+
+// TestCheckNeedsAValueThatCanBeUnique: Config.Unique's doc says Value
+// "must be able to draw values whose parts are free (a pool much larger
+// than the entries)". One that cannot - a pool of one address - turns
+// every ADD it cannot give a free address into a DEL, silently: the
+// workload then holds one entry at a time, and a Store that serves an
+// address twice over a partial listing (no migrate.Config.Unique, which
+// the same Check with a pool of a thousand catches with TWICE) passes,
+// with Result.Writes as high as ever. Check must refuse such a Value (or
+// fail), as it refuses a View that does not settle. Fails on main: the
+// pool of one passes with nil.
+func TestCheckNeedsAValueThatCanBeUnique(t *testing.T) {
+	broken := func(pool int) migratetest.Config[ipamKey, alloc] {
+		cfg := ipamConfig()
+		wrap(&cfg, func(_ migrate.Phase, mc *migrate.Config[ipamKey, alloc]) { mc.Unique = nil })
+		cfg.PartialListings, cfg.MaxLen, cfg.Seed = true, 4, 4
+		cfg.Value = func(rng *rand.Rand, _ ipamKey) alloc {
+			return alloc{IP: fmt.Sprintf("10.0.0.%d", rng.IntN(pool)), Since: time.Unix(rng.Int64N(1e9), 0).UTC()}
+		}
+		return cfg
+	}
+	_, err := migratetest.Check(broken(1000))
+	require.Error(t, err, "the control: a pool of a thousand catches the broken Store")
+	require.Contains(t, err.Error(), "TWICE")
+
+	res, err := migratetest.Check(broken(1))
+	t.Logf("a pool of one: %v", res)
+	require.Error(t, err, "a Value that cannot draw a free value must not pass silently (%d writes)", res.Writes)
+	assert.Contains(t, err.Error(), "Config.Value")
 }

@@ -40,6 +40,7 @@ type run[K comparable, V any] struct {
 
 	nextKey int // the next fresh key, with Immutable
 	freed   []V // values acknowledged deletes removed, for reuse (Config.Unique)
+	noFree  int // writes whose value could not be drawn free (Config.Unique)
 
 	trace                              []string
 	restores, writes, crashes, reboots int

@@ -46,6 +46,7 @@ func (r *run[K, V]) value(k K, taken map[string]bool) (V, bool) {
 		found = free(v)
 	}
 	if !found {
+		r.noFree++
 		return v, false
 	}
 	for _, u := range r.cfg.Unique(v) {
@@ -135,4 +136,20 @@ func (r *run[K, V]) servedUnique(s *migrate.Store[K, V]) []string {
 		r.logf("  after the writes: %s", pr)
 	}
 	return problems
+}
+
+// noFreeValue counts the writes whose value Config.Value could not draw
+// free (Config.Unique), across the runs of a Check.
+type noFreeValue struct{ n int }
+
+func (f *noFreeValue) add(n int) { f.n += n }
+
+// err says that Value could not draw free values, which turns the ADDs it
+// could not serve into DELs and the workload into one that holds few
+// entries: such a Check proves little, so it fails.
+func (f *noFreeValue) err(writes int) error {
+	if f.n == 0 {
+		return nil
+	}
+	return fmt.Errorf("migratetest: Config.Value drew no value whose parts are free (Config.Unique) in 64 tries, for %d of %d writes, which became deletes: give Value a pool of values much larger than the entries a node holds", f.n, writes)
 }
