@@ -239,20 +239,54 @@ func newLogger(level zapcore.Level, w io.Writer) *zap.Logger {
 // pod, and is removed by hand when the heal is done.
 func phaseOverride(state string, p migrate.Phase, log *zap.Logger) (migrate.Phase, error) {
 	path := state + ".phase"
-	b, err := os.ReadFile(path)
+	b, err := readOverride(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return p, nil
 	}
 	if err != nil {
-		return p, fmt.Errorf("the node-local phase override %s: %w", path, err)
+		return p, fmt.Errorf("the node-local phase override %s: %w (remove it, or write the phase into a regular file there)", path, err)
 	}
 	o, err := migrate.ParsePhase(strings.TrimSpace(string(b)))
 	if err != nil {
-		return p, fmt.Errorf("the node-local phase override %s: %w (remove the file to run the phase of --phase or %s)", path, err, envPhase)
+		// ParsePhase's error quotes its input, which is not ours to print.
+		return p, fmt.Errorf("the node-local phase override %s does not name a phase (0 to 3, or legacy, expand, migrate, contract): remove the file to run the phase of --phase or %s", path, envPhase)
 	}
 	if o != p {
 		log.Warn("a node-local override sets the phase: remove the file when its heal is done",
 			zap.String("override", path), zap.Stringer("phase", o), zap.Stringer("phaseOtherwise", p))
 	}
 	return o, nil
+}
+
+// overrideMax is the most an override file holds: a phase's name, and a
+// newline.
+const overrideMax = 64
+
+// readOverride reads the override at path as the library opens its own
+// files beside the checkpoint: without following a symlink or blocking on
+// a FIFO, and only a regular file, of at most overrideMax bytes.
+func readOverride(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, errors.New("it is a symlink, which is not followed")
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("it is not a regular file (mode %v)", fi.Mode())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, overrideMax+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > overrideMax {
+		return nil, fmt.Errorf("it holds more than the %d bytes a phase's name takes", overrideMax)
+	}
+	return b, nil
 }
