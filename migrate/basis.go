@@ -83,7 +83,7 @@ func ruleLegacyStale[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basi
 	if in.ck.behind {
 		// A file put back that lacks commits (phaseshift restore-prev):
 		// neither side holds every acknowledged write.
-		return 0, false, restoreErr("%w: legacy is stale (%s), and the checkpoint is behind too (%s): neither side holds every acknowledged write; put back the file the repair replaced (phaseshift restore-kept PATH COPY) and repair that one instead", ErrUnsafeRestore, why, staleWhy(in))
+		return 0, false, restoreErr("%w: legacy is stale (%s), and the checkpoint is behind too (%s): neither side is known to hold every acknowledged write; `phaseshift clear-mark PATH` says how to go on: --legacy-current if this node did not run phase 3 since the file's last good save (phase 1 or 2 then rebuilds it from legacy), --accept-loss otherwise (the checkpoint is served as it is, what it lacks is lost, and legacy is rewritten from it)", ErrUnsafeRestore, why, staleWhy(in))
 	}
 	if !in.lg.complete {
 		return 0, false, restoreErr("%w: legacy is stale (%s) and cannot be read in full to bring it current: %w", ErrUnsafeRestore, why, in.lg.err)
@@ -98,7 +98,11 @@ func rulePhase3AfterPhase0[K comparable, V any](s *Store[K, V], in *sides[K, V])
 	if s.cfg.Phase != PhaseContract || !in.ck.behind {
 		return 0, false, nil
 	}
-	return 0, false, restoreErr("%w: the checkpoint is stale: %s; phase 3 needs a checkpoint level with legacy: run phase 1 (expand) or 2 (migrate) first, with legacy readable", ErrStale, staleWhy(in))
+	how := "run phase 1 (expand) or 2 (migrate) first, with legacy readable"
+	if !storesOwnMark(behindMark(in.ck.meta)) && in.ck.missed == 0 {
+		how += "; where legacy cannot hold what the file lacks (one phase 3 left stale), `phaseshift clear-mark PATH` says how to go on"
+	}
+	return 0, false, restoreErr("%w: the checkpoint is stale: %s; phase 3 needs a checkpoint level with legacy: %s", ErrStale, staleWhy(in), how)
 }
 
 // ruleVolatile is rule 11: a legacy that does not survive a restart is never evidence:

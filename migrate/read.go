@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/source"
@@ -159,7 +160,7 @@ func (s *Store[K, V]) soleCopyWhy() string {
 // (if it could be read) is meta, served again: first the recovery that
 // loses nothing for this configuration, where there is one.
 func (s *Store[K, V]) recovery(meta checkpoint.Meta) string {
-	repair := "`phaseshift inspect PATH` shows what is damaged; `phaseshift repair-journal --drop-damaged-records PATH` keeps every commit before a journal's damage, and `phaseshift restore-prev PATH` puts back the file before the last compaction, which lacks every commit since (phase 3 then refuses it until phase 2 has rebuilt it from legacy)"
+	repair := "`phaseshift inspect PATH` shows what is damaged; `phaseshift repair-journal --drop-damaged-records PATH` keeps every commit before a journal's damage, and `phaseshift restore-prev PATH` puts back the file before the last compaction, which lacks every commit since (both mark what they write so: phase 3 refuses it, and phases 1 and 2 rebuild it from a legacy that holds every write, or refuse it over one phase 3 left stale, where `phaseshift clear-mark PATH` says how to go on)"
 	if s.legacyIsCurrent(meta) {
 		return "run phase 2 (migrate) once: it rebuilds the checkpoint from legacy, which holds every acknowledged write; or " + repair + "; to serve what can be read and lose the rest, set Config.DiscardUnreadableCheckpoint"
 	}
@@ -253,6 +254,13 @@ const markPhase0 = "phase 0 (legacy) ran, which writes legacy only"
 // in full.
 func markIncomplete(p Phase) string {
 	return fmt.Sprintf("phase %d (%s) could not read legacy in full", int(p), p)
+}
+
+// storesOwnMark reports whether mark is one a Store's save leaves (rule
+// 26), not a repair's (phaseshift restore-prev, restore-kept,
+// repair-journal).
+func storesOwnMark(mark string) bool {
+	return mark == markPhase0 || strings.HasSuffix(mark, " could not read legacy in full")
 }
 
 // behindMark returns the mark of the checkpoint whose header is m, or "".

@@ -38,6 +38,7 @@ func commands() []*command {
 		newRestoreKeptCommand(),
 		newRepairJournalCommand(),
 		newResealCommand(),
+		newClearMarkCommand(),
 		newGateCommand(),
 	}
 }

@@ -87,7 +87,7 @@ func repairJournalLocked(ctx context.Context, e *env, o *repairJournalOptions, l
 	}
 	// Above every record's seq, the dropped ones' too: nothing may take the
 	// repaired file for an older one.
-	if err := replace(ctx, l, r, j, j.Meta, j.Entries, seqOf(j)); err != nil {
+	if err := replace(ctx, l, r, j, marked(j.Meta, journalMark(d), j), j.Entries, seqOf(j)); err != nil {
 		return err
 	}
 	if e.json {

@@ -87,7 +87,11 @@ func restoreKeptLocked(ctx context.Context, e *env, o *restoreKeptOptions, l raw
 			len(d.OnlyInA), filepath.Base(cur.Path), len(d.OnlyInB), len(d.Different), cur.Path, c.Path)
 	}
 	r := &repaired{Path: cur.Path, Action: "restore-kept", From: c.Path, Replaced: cur.verdict}
-	if err := replace(ctx, l, r, cur, from.Meta, from.Entries, seqOf(from)); err != nil {
+	h := from.Meta
+	if mark := keptMark(from, cur); mark != "" {
+		h = marked(h, mark, cur)
+	}
+	if err := replace(ctx, l, r, cur, h, from.Entries, seqOf(from)); err != nil {
 		return err
 	}
 	return printRepaired(e, r, fmt.Sprintf("restored %s from %s (seq %d, %d entries), written as seq %d", r.Path, c.Path, seqOf(from), r.Entries, r.Header.Seq))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
@@ -37,8 +36,12 @@ leaves PATH.prev as it is. PATH.prev must be intact. With a journal
 the file replaced. A journal left without its file (PATH missing) is kept
 alone, as the daemon's quarantine would. PATH.prev lacks the last write
 (with a journal, every commit since the last compaction): the file it
-writes is marked behind legacy, so that a daemon in phase 3 refuses it and
-phases 1 and 2 rebuild it from legacy (package migrate, rule 7); and it refuses
+writes is marked so (its header's "behind"), and records phase 3 where
+phase 3 wrote the file it replaces (or nothing says which phase did), so
+that a daemon in phase 3 refuses it, phases 1 and 2 rebuild it from a
+legacy that holds every write, and refuse it over one phase 3 left stale
+(package migrate, rules 7, 9 and 10; phaseshift clear-mark then says how
+to go on); and it refuses
 (exit 9) to replace an intact file, or one a newer phaseshift wrote (kept
 for the roll-forward), unless --replace-intact says so (say, after a buggy
 daemon wrote a bad but intact file); for a damaged journal,
@@ -81,8 +84,7 @@ func restorePrevLocked(ctx context.Context, e *env, o *restorePrevOptions, l raw
 	// last compaction): the restored file says so, in the mark a daemon's
 	// restore reads (Meta.Behind), so that phase 3 refuses it and phases 1
 	// and 2 rebuild it from legacy instead of serving it as current.
-	h := prev.Meta
-	h.Behind = fmt.Sprintf("restored by phaseshift restore-prev from %s (seq %d), which lacks every commit after it", filepath.Base(prev.Path), seqOf(prev))
+	h := marked(prev.Meta, prevMark(prev), cur)
 	if err := replace(ctx, l, r, cur, h, prev.Entries, seqOf(prev)); err != nil {
 		return err
 	}

@@ -94,7 +94,7 @@ func advice(j *judged) string {
 			"phaseshift diff --ignore-checksum %s %s and then run phaseshift reseal --i-edited-this-file-by-hand %s; "+
 			"otherwise, where the daemon's legacy holds every acknowledged write (CRI; a registry phase 3 has not run over), restart it in phase 2 (migrate) once: "+
 			"it moves the file aside and rebuilds it from legacy with nothing lost; else stop the daemon and run phaseshift restore-prev %s "+
-			"(it lacks the last write, and marks the file it puts back so: phase 3 refuses it until phase 2 has rebuilt it)",
+			"(it lacks the last write, and marks the file it puts back so: a daemon does not serve it as current; phaseshift clear-mark says how to go on where legacy cannot rebuild it)",
 			j.Path, j.Path, names.Prev, j.Path, j.Path)
 	case verdictNewer:
 		return "a newer binary wrote it: upgrade the daemon, or keep the file for the roll-forward; do not delete it"
