@@ -193,7 +193,7 @@ func TestRestoredPrevOverAStaleLegacy(t *testing.T) {
 			} else {
 				require.ErrorIs(t, err, migrate.ErrUnsafeRestore, "phase %d", p)
 				assert.Contains(t, err.Error(), "neither side is known to hold every acknowledged write")
-			assert.Contains(t, err.Error(), "phaseshift clear-mark PATH")
+				assert.Contains(t, err.Error(), "phaseshift clear-mark PATH")
 			}
 			assert.Equal(t, before, w.cp.Bytes(), "phase %d changed nothing", p)
 			assert.Equal(t, map[string]int{"a": 1}, w.exp.Snapshot(), "phase %d left legacy alone", p)
