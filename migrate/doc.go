@@ -118,9 +118,10 @@
 //
 // For an implicit legacy, an entry only legacy holds is served as legacy
 // records it, and an orphan may be served until its DEL comes. With
-// Config.Unique, no restore serves one part of a value (an address) to two
-// entries where the sides can tell which is stale, and reports it where
-// they cannot.
+// Config.Unique, a restore in phases 1 to 3 over a legacy it could list
+// serves one part of a value (an address) to one entry where the sides can
+// tell which is stale, and reports it (Report.Errors) where they cannot;
+// phase 0, a volatile legacy and a listing that failed report it.
 //
 // Writes return nil only once every side their phase writes has them
 // durably, and are group-committed; what a failed or panicking write leaves
