@@ -157,10 +157,17 @@
 //   - For an implicit legacy whose values can change, a Merge that prefers
 //     the checkpoint reports an entry diverged at every restore after a
 //     crash cut its write short, until its next write.
-//   - Rule 7's evidence (an entry CRI lists that the checkpoint never held)
-//     also follows a DEL the runtime had not finished when the daemon
-//     restarted: legacy then decides which entries exist, as phase 1 does,
-//     and an entry a complete listing missed is dropped.
+//   - A DEL the Store acknowledged that the runtime has not finished when
+//     the daemon restarts (CRI lists the sandbox ready until the DEL has
+//     returned to it) looks like a write the checkpoint missed: phase 2
+//     takes it as rule 7's evidence and lets legacy decide (an entry a
+//     complete listing missed is then dropped, as in phase 1), and phases
+//     1 to 3 serve the deleted entry again (phase 3 as a backfill, rule
+//     17), so that its address leaks once the runtime removes the sandbox:
+//     a phase-2 restart reports it as an orphan (prune it), phase 3 serves
+//     it until a DEL with its key. With Config.Unique, an entry that took
+//     its address meanwhile wins over it (rule 22). Telling the two apart
+//     needs keys that are never reused, which the Store cannot know.
 //   - Values are not copied; see Store. Report key lists are in no
 //     particular order.
 package migrate
