@@ -11,11 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// readme returns the repository's README.
-func readme(t *testing.T) string {
+// gateDoc returns docs/gate.md, the reference the README links for the
+// metrics and the rules.
+func gateDoc(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
-	require.NoError(t, err, "the README is at the root of the repository, beside this module")
+	b, err := os.ReadFile(filepath.Join("..", "docs", "gate.md"))
+	require.NoError(t, err, "docs/gate.md is at the root of the repository, beside this module")
 	return string(b)
 }
 
@@ -31,19 +32,19 @@ func listed(t *testing.T, text string, re *regexp.Regexp) []string {
 	return slices.Compact(names)
 }
 
-// TestREADMEShowsTheRulesFile: the README's gate is the rules file itself,
-// shown whole, byte for byte: no second copy to drift.
-func TestREADMEShowsTheRulesFile(t *testing.T) {
+// TestGateDocShowsTheRulesFile: the documented gate is the rules file
+// itself, shown whole, byte for byte: no second copy to drift.
+func TestGateDocShowsTheRulesFile(t *testing.T) {
 	rules, err := os.ReadFile(rulesFile)
 	require.NoError(t, err)
-	assert.Contains(t, readme(t), "```yaml\n"+string(rules)+"```\n",
-		"the README's \"Gating a fleet's rollout\" must show metrics/%s exactly; paste it again", rulesFile)
+	assert.Contains(t, gateDoc(t), "```yaml\n"+string(rules)+"```\n",
+		"docs/gate.md must show metrics/%s exactly; paste it again", rulesFile)
 }
 
-// TestREADMEListsEveryMetric: the README's table of metrics names exactly
-// those a Collector exports.
-func TestREADMEListsEveryMetric(t *testing.T) {
-	assert.Equal(t, exportedNames(t), listed(t, readme(t), regexp.MustCompile("(?m)^\\| `(phaseshift_[a-z_]+)`")))
+// TestGateDocListsEveryMetric: docs/gate.md's table of metrics names
+// exactly those a Collector exports.
+func TestGateDocListsEveryMetric(t *testing.T) {
+	assert.Equal(t, exportedNames(t), listed(t, gateDoc(t), regexp.MustCompile("(?m)^\\| `(phaseshift_[a-z_]+)`")))
 }
 
 // TestDocListsEveryMetric: so does the package doc.
