@@ -136,7 +136,7 @@ func (c *Client) do(ctx context.Context, req request, fn func([]byte) error) (st
 	_, _ = conn.Write(append(line, '\n'))
 	r := bufio.NewReaderSize(conn, 64<<10)
 	for {
-		l, err := r.ReadBytes('\n')
+		l, err := readLine(r, maxAnswerLine)
 		if err != nil {
 			return status{}, fmt.Errorf("control: reading the answer of %s: %w", c.path, err)
 		}
@@ -147,6 +147,33 @@ func (c *Client) do(ctx context.Context, req request, fn func([]byte) error) (st
 			if err := fn(l); err != nil {
 				return status{}, err
 			}
+		}
+	}
+}
+
+// maxAnswerLine is the longest answer line a Client reads: one entry of a
+// list (its key and value as JSON), a status line. Whatever serves the
+// socket (a daemon gone wrong, or another user's process where one could
+// bind the name) cannot make the command hold more than this per line.
+const maxAnswerLine = 4 << 20
+
+// errLineTooLong is returned for an answer line longer than maxAnswerLine.
+var errLineTooLong = fmt.Errorf("an answer line is longer than %d MiB, more than any entry this package serves", maxAnswerLine>>20)
+
+// readLine reads one line of at most max bytes, its newline included.
+func readLine(r *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line)+len(chunk) > max {
+			return nil, errLineTooLong
+		}
+		line = append(line, chunk...)
+		if err == nil {
+			return line, nil
+		}
+		if err != bufio.ErrBufferFull {
+			return nil, err
 		}
 	}
 }

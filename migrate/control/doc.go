@@ -43,10 +43,12 @@
 // any other refused (and logged) before its request is read.
 //
 // At most 4 requests are served at once; more are answered busy. A
-// request's slot is given back when its answer is ready, before the
-// status line that ends it is written, so that a client that waits for
-// one answer before it sends the next is never told busy because of its
-// own last request. The request must arrive within WithTimeout; a Delete
+// request's slot is given back once its answer is written to the
+// connection (a list's entries flushed to the client), before the status
+// line that ends it, so that a client that waits for one answer before it
+// sends the next is never told busy because of its own last request; a
+// client that never reads a long list holds its slot until the write
+// deadline (WithTimeout). The request must arrive within WithTimeout; a Delete
 // waits at most that long for its turn, and once a commit has taken it,
 // it runs to its end, and its outcome is answered (within a timeout of
 // its own): a delete that became durable is reported done, however long
@@ -118,6 +120,10 @@
 //   - Errors and logs name keys, uids, PIDs, paths and counts, never
 //     values; list and get answer with values, because that is what they
 //     are asked for.
+//   - A Client reads answer lines of at most 4 MiB (one entry of a list,
+//     as JSON), so that whatever serves the socket cannot make the command
+//     hold more: an entry larger than that is read from the file instead
+//     (phaseshift list --file).
 //   - report and prune-orphans know the orphans of the restore of this
 //     run of the daemon only: a restart restores again, and its Report
 //     decides.
