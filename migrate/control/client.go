@@ -7,17 +7,68 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"slices"
 )
 
 // Client sends requests to a control socket: what the phaseshift command
 // uses. Each request is one connection. Its methods are safe for
 // concurrent use.
 type Client struct {
-	path string
+	path   string
+	expect *expected // nil: any server
+}
+
+// expected is who a Client accepts as the server of its socket.
+type expected struct {
+	pid  int      // 0: any process
+	uids []uint32 // empty: any user
+}
+
+// ClientOption configures a Client.
+type ClientOption func(*Client)
+
+// ExpectServer makes the Client check who serves the socket before it
+// sends anything (SO_PEERCRED of the listening process): the process pid
+// (0: any), of one of uids (none: any). Anything else fails with
+// ErrNotTheDaemon. The phaseshift command passes the process that holds
+// the checkpoint's lock and the users that may own it (root, and the lock
+// file's owner), so that a socket another user bound at the name, where
+// the directory let it, is not taken for the daemon's.
+func ExpectServer(pid int, uids ...uint32) ClientOption {
+	return func(c *Client) { c.expect = &expected{pid: pid, uids: uids} }
 }
 
 // NewClient returns a Client of the socket at path. It does not connect.
-func NewClient(path string) *Client { return &Client{path: path} }
+func NewClient(path string, opts ...ClientOption) *Client {
+	c := &Client{path: path}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// checkServer returns nil if the process at the other end of conn is the
+// one c expects.
+func (c *Client) checkServer(conn net.Conn) error {
+	if c.expect == nil {
+		return nil
+	}
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return fmt.Errorf("control: %s: %w: not a unix socket", c.path, ErrNotTheDaemon)
+	}
+	p, err := peerOf(uc)
+	if err != nil {
+		return fmt.Errorf("control: %s: asking the kernel who serves it (SO_PEERCRED): %w", c.path, err)
+	}
+	if c.expect.pid > 0 && int(p.pid) != c.expect.pid {
+		return fmt.Errorf("control: %s: %w: PID %d (uid %d) serves it, and PID %d holds the checkpoint's lock", c.path, ErrNotTheDaemon, p.pid, p.uid, c.expect.pid)
+	}
+	if len(c.expect.uids) > 0 && !slices.Contains(c.expect.uids, p.uid) {
+		return fmt.Errorf("control: %s: %w: PID %d of uid %d serves it, which may not own the checkpoint (uids %v)", c.path, ErrNotTheDaemon, p.pid, p.uid, c.expect.uids)
+	}
+	return nil
+}
 
 // ListResult is what a list said besides its entries.
 type ListResult struct {
@@ -125,6 +176,9 @@ func (c *Client) do(ctx context.Context, req request, fn func([]byte) error) (st
 		return status{}, err
 	}
 	defer conn.Close()
+	if err := c.checkServer(conn); err != nil {
+		return status{}, err
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
 	}

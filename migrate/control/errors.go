@@ -46,6 +46,11 @@ var (
 	// checkpoint, or a path shared by mistake. The message names the
 	// process, by the kernel's SO_PEERCRED.
 	ErrInUse = errors.New("control socket in use")
+	// ErrNotTheDaemon is returned by a Client made with ExpectServer when
+	// the process that serves the socket is not the one it expects: not
+	// the process that holds the checkpoint's lock, or of another user.
+	// Nothing was sent. The message names the server's PID and uid.
+	ErrNotTheDaemon = errors.New("the control socket is not served by the daemon")
 )
 
 // RemoteError is a status line with an error: what the daemon said.

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -43,6 +44,23 @@ func liveDaemon(path string) *daemon {
 	return &daemon{socket: sock, holder: l}
 }
 
+// client is a Client of the daemon's socket that checks, before it sends
+// anything, that the process serving it is the one that holds the
+// checkpoint's lock (where the kernel says which does), of root or the
+// lock file's owner: a socket another user bound at the name, where the
+// directory let it (a sticky one), is not taken for the daemon's.
+func (d *daemon) client() *control.Client {
+	pid := 0
+	if d.holder.fromKernel {
+		pid = d.holder.PID
+	}
+	uids := []uint32{0}
+	if d.holder.owner != 0 {
+		uids = append(uids, d.holder.owner)
+	}
+	return control.NewClient(d.socket, control.ExpectServer(pid, uids...))
+}
+
 // who names the daemon in messages.
 func (d *daemon) who() string {
 	if d.holder.PID > 0 {
@@ -71,6 +89,8 @@ func (d *daemon) liveError(path string, key rawfile.Key, err error) error {
 		return fail(exitUnreadable, "%s refused this user on its control socket %s: %v", d.who(), d.socket, err)
 	case errors.Is(err, fs.ErrPermission):
 		return fail(exitUnreadable, "cannot open %s's control socket %s: %v: run as the daemon's user or root", d.who(), d.socket, err)
+	case errors.Is(err, control.ErrNotTheDaemon):
+		return fail(exitUnreadable, "refusing %s: %v: another process bound it; remove it (the daemon binds it again at its next start) and look at who can write %s", d.socket, err, filepath.Dir(d.socket))
 	case errors.As(err, &re) && re.Code == control.CodeBusy:
 		return fail(exitFailed, "%s is busy: %v", d.who(), err)
 	}
@@ -80,7 +100,7 @@ func (d *daemon) liveError(path string, key rawfile.Key, err error) error {
 // liveList writes the entries of the daemon's Store to e.out; served is
 // false when nothing answered on the socket.
 func (d *daemon) liveList(ctx context.Context, e *env, path string) (served bool, err error) {
-	res, err := control.NewClient(d.socket).List(ctx, func(line []byte) error {
+	res, err := d.client().List(ctx, func(line []byte) error {
 		_, err := e.out.Write(line)
 		return err
 	})
@@ -98,7 +118,7 @@ func (d *daemon) liveList(ctx context.Context, e *env, path string) (served bool
 
 // liveGet writes key's entry in the daemon's Store to e.out.
 func (d *daemon) liveGet(ctx context.Context, e *env, path string, key rawfile.Key) (served bool, err error) {
-	line, err := control.NewClient(d.socket).Get(ctx, []byte(key))
+	line, err := d.client().Get(ctx, []byte(key))
 	if notServing(err) {
 		return false, nil
 	}
@@ -112,7 +132,7 @@ func (d *daemon) liveGet(ctx context.Context, e *env, path string, key rawfile.K
 // liveDelete deletes key's entry through the daemon's Store, and reads the
 // checkpoint back to report it.
 func (d *daemon) liveDelete(ctx context.Context, e *env, path string, key rawfile.Key) (served bool, err error) {
-	err = control.NewClient(d.socket).Delete(ctx, []byte(key))
+	err = d.client().Delete(ctx, []byte(key))
 	if notServing(err) {
 		return false, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"syscall"
 
 	"github.com/phaseshift/phaseshift/internal/fsys"
 )
@@ -30,6 +31,10 @@ type lockInfo struct {
 	// holder's when nobody holds it.
 	RecordedPID int    `json:"recordedPID,omitempty"`
 	Note        string `json:"note,omitempty"`
+	// fromKernel says PID is the one /proc/locks shows.
+	fromKernel bool
+	// owner is the lock file's owner: the daemon's user, which created it.
+	owner uint32
 }
 
 // lockState finds out whether a process holds the lock file at path.
@@ -46,6 +51,11 @@ func lockState(path string) lockInfo {
 		return l
 	}
 	l.Exists = true
+	if fi, err := os.Lstat(path); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			l.owner = st.Uid
+		}
+	}
 	h := fsys.LockHolder(fsys.OS{}, path)
 	l.RecordedPID = h.Recorded
 	if !h.Asked {
@@ -59,7 +69,7 @@ func lockState(path string) lockInfo {
 	}
 	switch {
 	case held && h.PID > 0:
-		l.PID, l.Command = h.PID, h.Command
+		l.PID, l.Command, l.fromKernel = h.PID, h.Command, true
 	case held && l.RecordedPID > 0:
 		l.PID = l.RecordedPID
 		l.Note = joinNote(l.Note, "the holder is not visible in this PID namespace; its PID is the one the lock file records")

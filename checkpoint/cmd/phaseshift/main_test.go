@@ -43,6 +43,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(envDaemon); path != "" {
 		os.Exit(runDaemon(path))
 	}
+	if sock := os.Getenv(envImpostor); sock != "" {
+		os.Exit(runImpostor(sock))
+	}
 	os.Exit(testbin.Run(m, "phaseshift-cmd", &binDir))
 }
 

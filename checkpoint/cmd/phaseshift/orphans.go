@@ -91,7 +91,7 @@ func askReport(ctx context.Context, path string) (*daemon, control.RestoreReport
 	if d == nil {
 		return nil, control.RestoreReport{}, fail(exitFailed, "no daemon holds the lock of %s and serves its control socket %s: the report of a restore lives in the daemon that ran it (and in its log)", path, control.SocketPath(path))
 	}
-	r, err := control.NewClient(d.socket).Report(ctx)
+	r, err := d.client().Report(ctx)
 	switch {
 	case notServing(err):
 		return nil, r, fail(exitFailed, "nothing answers on %s (left by a daemon that is gone): the report of a restore lives in the daemon that ran it", d.socket)
@@ -173,7 +173,7 @@ func runPruneOrphans(ctx context.Context, e *env, o *pruneOptions, args []string
 			return err
 		}
 	}
-	res, err := control.NewClient(d.socket).PruneOrphans(ctx, r.Orphaned)
+	res, err := d.client().PruneOrphans(ctx, r.Orphaned)
 	if err != nil {
 		return d.liveError(args[0], "", err)
 	}
