@@ -83,7 +83,7 @@ func clearMarkLocked(ctx context.Context, e *env, o *clearMarkOptions, l rawfile
 		return fail(exitRefused, "%s is marked: %s.\n"+
 			"  if this node did not run phase 3 since, legacy holds every acknowledged write: phaseshift clear-mark --legacy-current %s, and start phase 1 or 2, which rebuilds the file from it;\n"+
 			"  otherwise phaseshift clear-mark --accept-loss %s serves the file as it is, and what it lacks is lost. Nothing changed",
-			j.Path, j.Meta.Behind, j.Path, j.Path)
+			j.Path, oneLine(j.Meta.Behind), j.Path, j.Path)
 	}
 	if err := replace(ctx, l, r, j, h, j.Entries, seqOf(j)); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/phaseshift/phaseshift/checkpoint/internal/rawfile"
@@ -171,7 +172,7 @@ func printInspect(w io.Writer, out *inspectJSON) {
 		fmt.Fprintf(w, "  format:    %d\n  schema:    %d\n  seq:       %d\n", h.Format, h.Schema, h.Seq)
 		fmt.Fprintf(w, "  phase:     %s\n  writer:    %s\n  boot ID:   %s\n", orNone(h.Phase), orNone(h.Writer), orNone(h.BootID))
 		if h.Behind != "" {
-			fmt.Fprintf(w, "  behind:    %s\n", h.Behind)
+			fmt.Fprintf(w, "  behind:    %s\n", oneLine(h.Behind))
 		}
 		fmt.Fprintf(w, "  saved at:  %s\n", h.SavedAt.Format(time.RFC3339Nano))
 	}
@@ -298,5 +299,17 @@ func orNone(s string) string {
 	if s == "" {
 		return "(none)"
 	}
-	return s
+	return oneLine(s)
+}
+
+// oneLine returns s, a text a file holds (a header's phase, writer, boot
+// ID, behind), with newline, carriage return and tab escaped as JSON
+// escapes: printable lets those through for the lines the command itself
+// prints, and a header's text must not add lines of its own (a forged
+// "verdict: intact" under the real one).
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\n\r\t") {
+		return s
+	}
+	return strings.NewReplacer("\n", `\u000a`, "\r", `\u000d`, "\t", `\u0009`).Replace(s)
 }
