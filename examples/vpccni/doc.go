@@ -3,17 +3,21 @@
 // ipamd's datastore (pkg/ipamd/datastore of
 // github.com/aws/amazon-vpc-cni-k8s) keeps every allocation in memory and
 // hands the whole of it to a datastore.Checkpointer at every change; the
-// released ipamd passes datastore.NewJSONFile("/var/run/aws-node/ipam.json").
-// Adopting phaseshift is one argument to datastore.NewDataStore: a
-// Checkpointer from Open, in the phase the DaemonSet's flag says, whose
-// Store keeps ipam.json (through their own JSONFile, so the released binary
-// reads it) as an explicit legacy and phaseshift's checkpoint beside it:
+// released ipamd makes one DataStore per network card
+// (datastore.InitializeDataStores), each over a JSONFile of its own:
+// /var/run/aws-node/ipam.json for card 0, ipam-nic-N.json for card N.
+// Adopting phaseshift is one argument to datastore.NewDataStore there, per
+// card: a Checkpointer from Open over that card's file, in the phase the
+// DaemonSet's flag says, whose Store keeps the file (through their own
+// JSONFile, so the released binary reads it) as an explicit legacy and
+// phaseshift's checkpoint beside it:
 //
-//	cp, err := vpccni.Open(ctx, vpccni.Config{Phase: phase,
-//		LegacyPath: "/var/run/aws-node/ipam.json",
-//		CheckpointPath: "/var/run/aws-node/ipam.phaseshift.json"})
+//	checkpointer, err := vpccni.Open(ctx, vpccni.Config{Phase: phase, LegacyPath: dsBackingStorePath})
 //	...
-//	ds := datastore.NewDataStore(log, cp, enablePD, networkCard)
+//	dsList = append(dsList, NewDataStore(log, checkpointer, enablePD, networkCard))
+//
+// A Checkpointer serves one card's DataStore; a second DataStore given the
+// same one fails its ReadBackingStore (ErrShared).
 //
 // The tests drive their real DataStore through its public API across the
 // rollout: phases 0 to 3, the released code between them (their JSONFile

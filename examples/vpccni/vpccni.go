@@ -3,8 +3,10 @@ package vpccni
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/aws/amazon-vpc-cni-k8s/pkg/ipamd/datastore"
@@ -48,8 +50,11 @@ type Config struct {
 	// LegacyPath is ipamd's own checkpoint, which the released binary
 	// reads and writes (/var/run/aws-node/ipam.json).
 	LegacyPath string
-	// CheckpointPath is phaseshift's checkpoint, beside it
-	// (/var/run/aws-node/ipam.phaseshift.json).
+	// CheckpointPath is phaseshift's checkpoint, beside it. Empty: the
+	// LegacyPath with ".json" replaced by ".phaseshift.json"
+	// (/var/run/aws-node/ipam.phaseshift.json, and ipam-nic-1.phaseshift.json
+	// beside network card 1's ipam-nic-1.json): one checkpoint per network
+	// card, as ipamd keeps one file per card.
 	CheckpointPath string
 	// CheckpointOptions are passed to checkpoint.Open (a boot ID, a logger).
 	CheckpointOptions []checkpoint.Option
@@ -100,6 +105,10 @@ type Checkpointer struct {
 
 var _ datastore.Checkpointer = (*Checkpointer)(nil)
 
+// ErrShared is returned by a second Restore of one Checkpointer: it serves
+// one DataStore (one network card), and each card's needs its own.
+var ErrShared = errors.New("this Checkpointer already restored a DataStore: give each network card's DataStore its own (vpccni.Open over that card's ipam-nic-N.json)")
+
 // Open opens phaseshift's checkpoint (it takes its lock: one ipamd at a
 // time) and returns a Checkpointer over it and ipamd's file, in cfg's
 // phase. Close releases the lock.
@@ -107,8 +116,11 @@ func Open(ctx context.Context, cfg Config) (*Checkpointer, error) {
 	if cfg.LegacyPath == "" && cfg.Phase != migrate.PhaseContract {
 		return nil, fmt.Errorf("vpccni: Config.LegacyPath is required in phase %d (%s): it is ipamd's ipam.json, which the released binary reads", int(cfg.Phase), cfg.Phase)
 	}
+	if cfg.CheckpointPath == "" && cfg.LegacyPath == "" {
+		return nil, fmt.Errorf("vpccni: Config.CheckpointPath is required where there is no LegacyPath: where phaseshift's checkpoint lives")
+	}
 	if cfg.CheckpointPath == "" {
-		return nil, fmt.Errorf("vpccni: Config.CheckpointPath is required: where phaseshift's checkpoint lives, beside ipam.json")
+		cfg.CheckpointPath = strings.TrimSuffix(cfg.LegacyPath, ".json") + ".phaseshift.json"
 	}
 	f, err := checkpoint.Open[Key, Alloc](ctx, cfg.CheckpointPath, cfg.CheckpointOptions...)
 	if err != nil {
@@ -128,20 +140,29 @@ func Open(ctx context.Context, cfg Config) (*Checkpointer, error) {
 	return &Checkpointer{store: s}, nil
 }
 
-// Restore restores the Store, the first time it is called, and fills into
-// (ipamd passes a *datastore.CheckpointData) with what it serves, in the
-// order of the keys. An into of another type gets the same data through
-// JSON, as datastore.TestCheckpoint does.
+// Restore restores the Store and fills into (ipamd passes a
+// *datastore.CheckpointData) with what it serves, in the order of the
+// keys. An into of another type gets the same data through JSON, as
+// datastore.TestCheckpoint does.
+//
+// A Checkpointer serves one DataStore, of one network card, whose
+// Checkpoint hands it that card's whole state: ipamd's ReadBackingStore
+// calls Restore once per DataStore, and a second call (a second DataStore
+// given the same Checkpointer, whose Checkpoints would each replace the
+// other card's allocations) fails with ErrShared. Open one per card, over
+// that card's file, as ipamd's InitializeDataStores makes one JSONFile per
+// card.
 func (c *Checkpointer) Restore(into interface{}) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.restore {
-		r, err := c.store.Restore(context.Background())
-		if err != nil {
-			return fmt.Errorf("vpccni: %w", err)
-		}
-		c.report, c.restore = r, true
+	if c.restore {
+		return fmt.Errorf("vpccni: %w", ErrShared)
 	}
+	r, err := c.store.Restore(context.Background())
+	if err != nil {
+		return fmt.Errorf("vpccni: %w", err)
+	}
+	c.report, c.restore = r, true
 	data := datastore.CheckpointData{Version: datastore.CheckpointFormatVersion, Allocations: make([]datastore.CheckpointEntry, 0, c.store.Len())}
 	for k, a := range c.store.All() {
 		data.Allocations = append(data.Allocations, entryOf(k, a))
