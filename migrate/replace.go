@@ -34,7 +34,10 @@ import (
 // Replace reads entries while its commit runs: the caller must not change
 // it until Replace returns, and Replace does not keep it. Nil or empty
 // entries deletes every entry. Errors and the context are as for Put, and
-// Stats counts a Replace as an Update; a Replace that fails changes nothing.
+// Stats counts a Replace as an Update. A Replace that fails changes nothing
+// in memory nor in the checkpoint; an explicit legacy is undone as for any
+// write, and where the undo fails too the error matches ErrOutcomeUnknown
+// and legacy may hold part of it.
 func (s *Store[K, V]) Replace(ctx context.Context, entries map[K]V) error {
 	return s.write(ctx, &request[K, V]{snapshot: true, entries: entries})
 }
