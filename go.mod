@@ -3,10 +3,10 @@ module github.com/phaseshift/phaseshift
 go 1.24.0
 
 require (
-	github.com/stretchr/testify v1.10.0
+	github.com/stretchr/testify v1.7.1
 	go.uber.org/goleak v1.1.11
 	go.uber.org/zap v1.15.0
-	golang.org/x/sys v0.32.0
+	golang.org/x/sys v0.1.0
 )
 
 require (
