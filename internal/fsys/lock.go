@@ -32,33 +32,104 @@ const lockMode = 0o600
 // the messages of the next one to try; the kernel's word on who holds it
 // comes first (LockHolder), since anyone who can write the file can write
 // another PID.
+//
+// A lock file whose mode let others open it (an older version's, say) is
+// not only tightened but replaced, once locked, by a new 0600 file renamed
+// over it: a chmod does not take back a descriptor another user opened
+// before it, through which that user could take the lock at the daemon's
+// next start.
 func (OS) TryLock(name string) (Lock, error) {
-	f, err := openLockFile(name)
-	if err != nil {
-		return nil, err
+	for tries := 0; ; tries++ {
+		f, loose, err := openLockFile(name)
+		if err != nil {
+			return nil, err
+		}
+		if err := flock(f, name); err != nil {
+			f.Close()
+			return nil, err
+		}
+		// The file locked must still be the one at the name: one renamed
+		// over it since it was opened (a replacement, below, by another
+		// process) holds no lock of anyone's that matters.
+		if stale, err := (&osLock{f: f, name: name}).Stale(); err != nil || stale {
+			f.Close()
+			if err != nil {
+				return nil, err
+			}
+			if tries < 8 {
+				continue
+			}
+			return nil, ErrWouldBlock
+		}
+		if loose {
+			if f, err = replaceLockFile(name, f); err != nil {
+				return nil, err
+			}
+		}
+		// Best effort: the PID only decorates the error another process sees.
+		if err := f.Truncate(0); err == nil {
+			_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		}
+		return &osLock{f: f, name: name}, nil
 	}
+}
+
+// flock takes flock(LOCK_EX|LOCK_NB) on f, and returns ErrWouldBlock when
+// another open file description holds it.
+func flock(f *os.File, name string) error {
+	var err error
 	for {
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if !errors.Is(err, unix.EINTR) {
 			break
 		}
 	}
-	if err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, ErrWouldBlock
-		}
-		return nil, &fs.PathError{Op: "flock", Path: name, Err: err}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EWOULDBLOCK):
+		return ErrWouldBlock
 	}
-	// Best effort: the PID only decorates the error another process sees.
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	return &osLock{f: f, name: name}, nil
+	return &fs.PathError{Op: "flock", Path: name, Err: err}
 }
 
-// openLockFile creates the lock file, or opens and checks the one there.
-func openLockFile(name string) (*os.File, error) {
+// replaceLockFile puts a new lock file, 0600 and locked, at name in place
+// of old, which this process has locked, and releases old: whoever opened
+// old before it was tightened holds a descriptor of a file that is no
+// longer the lock. It returns the new file.
+func replaceLockFile(name string, old *os.File) (*os.File, error) {
+	tmp := TempName(name)
+	fd, err := retry(func() (int, error) {
+		return unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, lockMode)
+	})
+	if err != nil {
+		old.Close()
+		return nil, &fs.PathError{Op: "open", Path: tmp, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	fail := func(op string, err error) (*os.File, error) {
+		f.Close()
+		_ = os.Remove(tmp)
+		old.Close()
+		return nil, &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	if err := f.Chmod(lockMode); err != nil {
+		return fail("chmod", err)
+	}
+	if err := flock(f, tmp); err != nil {
+		return fail("flock", err)
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		return fail("rename", err)
+	}
+	old.Close()
+	return f, nil
+}
+
+// openLockFile creates the lock file, or opens and checks the one there;
+// loose says that its mode let others open it (it is tightened now, and
+// TryLock replaces it once locked).
+func openLockFile(name string) (f *os.File, loose bool, err error) {
 	for tries := 0; ; tries++ {
 		fd, err := retry(func() (int, error) {
 			return unix.Open(name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, lockMode)
@@ -67,33 +138,34 @@ func openLockFile(name string) (*os.File, error) {
 			f := os.NewFile(uintptr(fd), name)
 			if err := f.Chmod(lockMode); err != nil { // whatever the umask
 				f.Close()
-				return nil, err
+				return nil, false, err
 			}
-			return f, nil
+			return f, false, nil
 		}
 		if !errors.Is(err, unix.EEXIST) {
-			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+			return nil, false, &fs.PathError{Op: "open", Path: name, Err: err}
 		}
-		f, st, err := openChecked("open", name, unix.O_RDWR, 0, true)
+		var st *unix.Stat_t
+		f, st, err = openChecked("open", name, unix.O_RDWR, 0, true)
 		if errors.Is(err, fs.ErrNotExist) && tries < 8 {
 			continue // removed since: create it
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if st.Mode&0o777 == lockMode {
-			return f, nil
+			return f, false, nil
 		}
 		if st.Uid != uint32(os.Geteuid()) {
 			f.Close()
-			return nil, unsafe("open", name, fmt.Sprintf("the lock file is mode %#o, and owned by root, not this process's uid %d, which cannot tighten it", st.Mode&0o777, os.Geteuid()),
+			return nil, false, unsafe("open", name, fmt.Sprintf("the lock file is mode %#o, and owned by root, not this process's uid %d, which cannot tighten it", st.Mode&0o777, os.Geteuid()),
 				"chmod 600 "+name+" (flock needs only read access: anyone who can read it can hold the lock)")
 		}
 		if err := f.Chmod(lockMode); err != nil {
 			f.Close()
-			return nil, &fs.PathError{Op: "chmod", Path: name, Err: err}
+			return nil, false, &fs.PathError{Op: "chmod", Path: name, Err: err}
 		}
-		return f, nil
+		return f, true, nil
 	}
 }
 
