@@ -178,6 +178,11 @@ func (c *core[K, V]) loadLocked() (Snapshot[K, V], error) {
 	} else {
 		c.journalMeta(&res.snap.Meta)
 	}
+	if err == nil {
+		// Fields the types lack, in what the journal replays to (history
+		// it replaced or deleted is not judged).
+		err = res.unknownErr()
+	}
 	if err != nil {
 		c.state, c.bad = stateBad, err
 		return Snapshot[K, V]{Meta: res.snap.Meta}, pathError("load", c.be.name(), err)

@@ -19,6 +19,13 @@ type decodeResult[K comparable, V any] struct {
 	ents    entries[K] // the file's entries as lines, for later Commits
 	bad     []EntryError
 	dropped int // entries whose unknown fields were dropped (WithDropUnknownFields)
+	// unknown are the entries with fields the types lack (not dropped), in
+	// the file and in the journal's records; judged counts the entries and
+	// changes that were looked at. A journal's later change to one's key
+	// makes it history (see applier.done); what is left fails the Load
+	// (unknownErr).
+	unknown []EntryError
+	judged  int
 	// upgraded maps the JSON of an upgraded entry's key in the file's
 	// schema to its key's JSON in the current one, when the file was
 	// upgraded: a journal replayed over it names entries by their old
@@ -89,11 +96,19 @@ func decode[K comparable, V any](data []byte, cfg *config, enc *encoder) (decode
 	wg.Wait()
 	r.ents.dead = len(r.bad) + len(sh.unknown)
 	slices.SortFunc(r.bad, func(a, b EntryError) int { return a.Index - b.Index })
-	if len(sh.unknown) > 0 {
-		slices.SortFunc(sh.unknown, func(a, b EntryError) int { return a.Index - b.Index })
-		return decodeResult[K, V]{snap: Snapshot[K, V]{Meta: p.meta}}, &unknownFieldsError{first: sh.unknown[0], count: len(sh.unknown), total: n}
-	}
+	slices.SortFunc(sh.unknown, func(a, b EntryError) int { return a.Index - b.Index })
+	r.unknown, r.judged = sh.unknown, n
 	return r, nil
+}
+
+// unknownErr returns the error of the entries with fields the types lack
+// that are left once the journal was replayed (a newer binary wrote them
+// without bumping the schema), or nil.
+func (r *decodeResult[K, V]) unknownErr() error {
+	if len(r.unknown) == 0 {
+		return nil
+	}
+	return &unknownFieldsError{first: r.unknown[0], count: len(r.unknown), total: r.judged}
 }
 
 // shared is what decode's workers add to.

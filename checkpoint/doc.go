@@ -165,9 +165,9 @@
 //     entry whose older value in the file is not served either, while a
 //     value a later line replaced or deleted is history and is not judged,
 //     neither by WithValidate and the upgrades nor for fields the types
-//     lack (a delete removes its entry without upgrading the value it
-//     carries): a journal loads exactly when the same state compacted
-//     would.
+//     lack, in the file or in an earlier line, in a key or a value (a
+//     delete removes its entry without upgrading the value it carries): a
+//     journal loads when the same state compacted would.
 //   - Compaction never replays a commit twice or loses one. A compaction
 //     is a save (temporary file, fsync, rename, fsync of the directory)
 //     of the whole state with the next Seq, after which the journal is

@@ -574,7 +574,9 @@ type applier[K comparable, V any] struct {
 
 func newApplier[K comparable, V any](r *decodeResult[K, V], cfg *config, enc *encoder, from, fileEntries int) *applier[K, V] {
 	validate, _ := validatorFor[K, V](cfg) // its type was checked at construction
-	return &applier[K, V]{r: r, cfg: cfg, keys: newKeyRule[K](), validate: validate, enc: enc, from: from, index: fileEntries}
+	// The file's entries with unknown fields are judged with the journal's:
+	// a later change to one's key makes it history.
+	return &applier[K, V]{r: r, cfg: cfg, keys: newKeyRule[K](), validate: validate, enc: enc, from: from, index: fileEntries, unknown: r.unknown}
 }
 
 // apply applies one record's ops, in order.
@@ -668,7 +670,16 @@ func (a *applier[K, V]) del(i int, line []byte) {
 	raw := rawKeyJSON(src)
 	var k K
 	if err := strictUnmarshal(raw, &k); err != nil {
-		if _, unknown := jsonvalue.UnknownField(err); !unknown || !a.cfg.dropUnknown {
+		_, unknown := jsonvalue.UnknownField(err)
+		if unknown && !a.cfg.dropUnknown {
+			// A key with a field the key type lacks was never in the
+			// state as such (what put it had the field too, and is judged
+			// as unknown): the delete settles it, and removes nothing
+			// else (the same key without the field is another entry).
+			a.settle(i, line)
+			return
+		}
+		if !unknown {
 			a.failed(i, src, &entryDecodeError{part: "key", err: err})
 			return
 		}
@@ -711,9 +722,7 @@ func (a *applier[K, V]) done() error {
 		a.r.bad = slices.DeleteFunc(a.r.bad, history)
 		a.unknown = slices.DeleteFunc(a.unknown, history)
 	}
-	if len(a.unknown) > 0 {
-		return &unknownFieldsError{first: a.unknown[0], count: len(a.unknown), total: a.index}
-	}
+	a.r.unknown, a.r.judged = a.unknown, a.index
 	return nil
 }
 
