@@ -95,6 +95,7 @@ type core[K comparable, V any] struct {
 	enc  *encoder
 	out  []byte // reused for every file written
 	undo []undoStep[K]
+	encs []EncodedChange[K, V] // a Commit's changes, encoded
 
 	// The state the core holds and the file under it differ when a journal
 	// follows the file (see journal.go).
@@ -261,7 +262,8 @@ func (c *core[K, V]) commit(ctx context.Context, m Meta, changes []Change[K, V])
 		return err
 	}
 	// Encode the new lines before touching anything: an entry that cannot
-	// be encoded fails the commit with nothing changed.
+	// be encoded fails the commit with nothing changed. One block holds
+	// them all, cut into lines once it is whole.
 	var blob []byte
 	ends := make([]int, len(changes))
 	for i, ch := range changes {
@@ -273,28 +275,58 @@ func (c *core[K, V]) commit(ctx context.Context, m Meta, changes []Change[K, V])
 		}
 		ends[i] = len(blob)
 	}
-	c.undo, c.ops = c.undo[:0], c.ops[:0]
-	start := 0
+	encs, start := c.encs[:0], 0
 	for i, ch := range changes {
-		if ch.Delete {
+		e := EncodedChange[K, V]{key: ch.Key, del: ch.Delete, made: true}
+		if !ch.Delete {
+			e.line = blob[start:ends[i]:ends[i]]
+		}
+		encs = append(encs, e)
+		start = ends[i]
+	}
+	err := c.apply(m, encs)
+	c.encs = reuse(encs)
+	return err
+}
+
+// commitEncoded is commit for changes EncodeChange encoded: their lines
+// are written as they are.
+func (c *core[K, V]) commitEncoded(ctx context.Context, m Meta, changes []EncodedChange[K, V]) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.mayWrite(ctx); err != nil {
+		return err
+	}
+	for i, ch := range changes {
+		if !ch.made {
+			return pathError("commit", c.be.name(), fmt.Errorf("%w: change %d is the zero EncodedChange, not one EncodeChange made", ErrEncode, i))
+		}
+	}
+	return c.apply(m, changes)
+}
+
+// apply applies changes, encoded, to c.ents and makes them durable; if
+// that fails, c.ents is as it was. The caller holds c.mu.
+func (c *core[K, V]) apply(m Meta, changes []EncodedChange[K, V]) error {
+	c.undo, c.ops = c.undo[:0], c.ops[:0]
+	for _, ch := range changes {
+		if ch.del {
 			// A key that cannot be compared (a map in an interface) was
 			// never stored, and would panic the index.
-			if c.keys.comparable == nil || c.keys.comparable(ch.Key) == nil {
+			if c.keys.comparable == nil || c.keys.comparable(ch.key) == nil {
 				n := len(c.undo)
 				// The journal's ops are built only for a checkpoint that
 				// may append them: a delete's costs a copy of its line.
-				if c.undo = c.ents.del(ch.Key, c.undo); len(c.undo) > n && c.cfg.journal {
+				if c.undo = c.ents.del(ch.key, c.undo); len(c.undo) > n && c.cfg.journal {
 					c.ops = append(c.ops, deleteOp(c.undo[n].raw))
 				}
 			}
-		} else {
-			line := blob[start:ends[i]:ends[i]]
-			c.undo = c.ents.put(ch.Key, line, c.undo)
-			if c.cfg.journal {
-				c.ops = append(c.ops, line)
-			}
+			continue
 		}
-		start = ends[i]
+		c.undo = c.ents.put(ch.key, ch.line, c.undo)
+		if c.cfg.journal {
+			c.ops = append(c.ops, ch.line)
+		}
 	}
 	err := c.persist(m)
 	if err != nil {
@@ -435,6 +467,6 @@ func (c *core[K, V]) close() error {
 		return nil
 	}
 	c.closed = true
-	c.ents, c.out, c.ops, c.rec = entries[K]{}, nil, nil, nil
+	c.ents, c.out, c.ops, c.rec, c.encs = entries[K]{}, nil, nil, nil, nil
 	return c.be.close()
 }

@@ -162,6 +162,19 @@ func (f *File[K, V]) Commit(ctx context.Context, m Meta, changes []Change[K, V])
 	return f.c.commit(ctx, m, changes)
 }
 
+// CommitEncoded is Commit for changes EncodeChange encoded beforehand: it
+// writes their lines without encoding them again, with Commit's protocol
+// and guarantees. A zero EncodedChange, which EncodeChange did not make,
+// fails it with ErrEncode, before anything is written.
+//
+// It is not a capability package migrate looks for behind an interface: a
+// Store commits through it only when its Config.Checkpoint is a *File (or
+// a *Memory) itself, so that a wrapper that embeds a File and has its own
+// Commit (to count, or to change the values) is never bypassed.
+func (f *File[K, V]) CommitEncoded(ctx context.Context, m Meta, changes []EncodedChange[K, V]) error {
+	return f.c.commitEncoded(ctx, m, changes)
+}
+
 // Quarantine moves the checkpoint aside to path+".corrupt-<UTC time>" for
 // inspection (its journal, if any, to the same name + ".journal") and
 // returns the new name. Afterwards there is no checkpoint and Save may
