@@ -109,6 +109,14 @@ type core[K comparable, V any] struct {
 	jstat      JournalStatus
 	ops        [][]byte // a commit's journal ops, reused
 	rec        []byte   // a commit's journal record, reused
+	// jbase is the base the next record carries: the file's Seq, or,
+	// once a compaction took its snapshot, the snapshot's (see
+	// compact.go), until a file is written again.
+	jbase   uint64
+	cmp     *compaction    // the compaction running in the background, or nil
+	running sync.WaitGroup // compaction goroutines, abandoned ones included, not yet done
+	cmpErr  error          // why the last background compaction failed; nil once one succeeded
+	retryAt int64          // after a failed one, the journal length the next one waits for
 
 	// size is the length of the file last read or written, with its
 	// journal (0: none). It is atomic, not under mu, so that Size does not
@@ -154,14 +162,16 @@ func (c *core[K, V]) load(ctx context.Context) (Snapshot[K, V], error) {
 }
 
 func (c *core[K, V]) loadLocked() (Snapshot[K, V], error) {
-	c.jstat = JournalStatus{}
+	// What is read now replaces what a compaction would install.
+	c.abandon()
+	c.jstat, c.cmpErr, c.retryAt = JournalStatus{}, nil, 0
 	data, err := c.be.read()
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := c.journalWithoutFile(); err != nil {
 			c.state, c.bad = stateBad, err
 			return Snapshot[K, V]{}, pathError("load", c.be.name(), err)
 		}
-		c.state, c.bad, c.last, c.head = stateGood, nil, onDisk{}, 0
+		c.state, c.bad, c.last, c.head, c.jbase = stateGood, nil, onDisk{}, 0, 0
 		c.ents = newEntries[K](0)
 		c.fileSize = 0
 		c.size.Store(0)
@@ -369,6 +379,8 @@ func (c *core[K, V]) persist(m Meta) error {
 // write writes lines as the whole file, with m's caller fields, and
 // records the new sequence number. The caller holds c.mu.
 func (c *core[K, V]) write(m Meta, lines [][]byte) error {
+	// The file written now holds what a compaction would install.
+	c.abandon()
 	meta := c.nextMeta(m)
 	c.out = appendFile(c.out[:0], meta, lines)
 	if err := c.be.replace(c.out, c.onDisk()); err != nil {
@@ -380,6 +392,7 @@ func (c *core[K, V]) write(m Meta, lines [][]byte) error {
 	}
 	c.last = onDisk{exists: true, seq: meta.Seq, savedAt: meta.SavedAt}
 	c.head, c.baseFormat, c.baseSchema, c.fileSize = meta.Seq, meta.Format, meta.Schema, int64(len(c.out))
+	c.jbase, c.cmpErr, c.retryAt = meta.Seq, nil, 0
 	c.size.Store(int64(len(c.out)))
 	// The file now holds everything a journal held.
 	c.jlen = 0
@@ -445,6 +458,7 @@ func (c *core[K, V]) quarantine(ctx context.Context) (string, error) {
 	if err := c.check(ctx); err != nil {
 		return "", err
 	}
+	c.abandon()
 	dst, err := c.be.quarantine()
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", pathError("quarantine", c.be.name(), ErrNotExist)
@@ -460,13 +474,22 @@ func (c *core[K, V]) quarantine(ctx context.Context) (string, error) {
 	return dst, nil
 }
 
+// close closes the core. A compaction running in the background is
+// abandoned, and close waits for its goroutine, and any abandoned earlier
+// and not yet done, to remove its temporary file (each is writing at most
+// one piece of its file) before the lock is released.
 func (c *core[K, V]) close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return nil
 	}
 	c.closed = true
+	c.abandon()
+	c.mu.Unlock()
+	c.running.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.ents, c.out, c.ops, c.rec, c.encs = entries[K]{}, nil, nil, nil, nil
 	return c.be.close()
 }
