@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -280,4 +281,14 @@ func TestStreamFileIsAppendFile(t *testing.T) {
 	}
 	_, err := streamFile(m, lines, 100, func([]byte) error { return errors.New("disk full") })
 	require.EqualError(t, err, "disk full")
+}
+
+// TestAppendStringIsJSONMarshal: the header's strings are written as
+// json.Marshal writes them, escapes and all.
+func TestAppendStringIsJSONMarshal(t *testing.T) {
+	for _, s := range []string{"", "contract", "ipamd v1.7.0", "a\"b", `back\slash`, "<tag>&", "tab\there", "new\nline", "é", "\u2028", "\x7f", "\xff", "~ ok !#$%'()*+,-./09:;=?@AZ[]^_`az{|}"} {
+		want, err := json.Marshal(s)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(appendString([]byte("x"), s))[1:], "%q", s)
+	}
 }
