@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -553,4 +554,58 @@ func TestJournalBackgroundConcurrent(t *testing.T) {
 	assert.Nil(t, g.Journal().Torn)
 	assert.Equal(t, uint64(1+writers*each), s.Meta.Seq, "one seq per commit, none lost")
 	assert.Less(t, g.Journal().Bytes, int64(writers*each*1100), "compactions ran: the journal does not hold every commit")
+}
+
+// TestJournalCompactionFollowsItsFile attacks what a background
+// compaction's install leaves for the checks of the next append: the File
+// follows the new file, so a cp of .prev onto it afterwards (which keeps
+// its inode) is caught, and the next commit writes the whole file rather
+// than append to records that no longer follow it.
+func TestJournalCompactionFollowsItsFile(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	cp, err := exec.LookPath("cp")
+	if err != nil {
+		t.Skip("no cp on this machine:", err)
+	}
+	f, path, h, want := bgFile(t)
+	commitUntilCompacting(t, f, path, want)
+	h.take(t).install()
+	commitN(t, f, want, "after-", 1)
+	require.NotEmpty(t, journalBases(t, path), "the commit after the compaction appended")
+	ino := inode(t, path)
+	out, err := exec.Command(cp, path+".prev", path).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, ino, inode(t, path), "written over in place")
+	commitN(t, f, want, "over-", 2)
+	s, err := loadCopy(t, path)
+	require.NoError(t, err, "acknowledged commits left the checkpoint unreadable")
+	assert.Equal(t, want, s.Entries)
+}
+
+// TestJournalCompactionLockLost attacks "One owner" for a compaction in
+// the background: when the lock file was removed and another File took
+// the lock at its path while the new file was written, the install
+// renames nothing, says why (ErrLocked), and removes its temporary files.
+func TestJournalCompactionLockLost(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ctx := context.Background()
+	f, path, h, want := bgFile(t)
+	commitUntilCompacting(t, f, path, want)
+	job := h.take(t)
+	job.write()
+	seq, file := seqOfFile(t, path), mustRead(t, path)
+	require.NoError(t, os.Remove(path+".lock"))
+	other, err := checkpoint.Open[string, string](ctx, path, checkpoint.WithLockWait(0))
+	require.NoError(t, err, "the lock file is gone: another File takes the lock at its path")
+	defer other.Close()
+	job.install()
+	st := f.Journal()
+	require.ErrorIs(t, st.CompactionError, checkpoint.ErrLocked)
+	assert.False(t, st.Compacting)
+	assert.Equal(t, seq, seqOfFile(t, path), "nothing was renamed")
+	assert.Equal(t, file, mustRead(t, path))
+	assert.Empty(t, temps(t, path))
+	s, err := other.Load(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, want, s.Entries)
 }
