@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -240,5 +241,54 @@ func TestSameKey(t *testing.T) {
 			}
 			assert.Equal(t, want, keyJSONEnd(tc.b))
 		})
+	}
+}
+
+// TestStreamFileIsAppendFile: a compaction streams the file in pieces
+// (streamFile); the bytes, and the ends an append checks, are those of the
+// file a save writes whole (appendFile), whatever the piece size, with
+// deleted lines and without entries.
+func TestStreamFileIsAppendFile(t *testing.T) {
+	m := Meta{Format: 2, Schema: 3, Phase: "contract", Writer: "w", Behind: "phase 0", Seq: 9, SavedAt: time.Date(2026, 11, 30, 8, 0, 0, 1, time.UTC)}
+	var lines [][]byte
+	for i := range 300 {
+		if i%7 == 3 {
+			lines = append(lines, nil)
+			continue
+		}
+		lines = append(lines, []byte(fmt.Sprintf(`{"key":"k%d","value":"%s"}`, i, strings.Repeat("v", i))))
+	}
+	for _, tc := range []struct {
+		name  string
+		lines [][]byte
+	}{{"entries", lines}, {"none", nil}, {"all deleted", [][]byte{nil, nil}}, {"deleted first", append([][]byte{nil}, lines[:5]...)}} {
+		want := appendFile(nil, m, tc.lines)
+		for _, chunk := range []int{1, 100, 4096, 1 << 20} {
+			var got []byte
+			pieces := 0
+			ends, err := streamFile(m, tc.lines, chunk, func(p []byte) error {
+				got = append(got, p...)
+				pieces++
+				return nil
+			})
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(got), "%s, pieces of %d", tc.name, chunk)
+			assert.Equal(t, endsOf(want), ends, "%s, pieces of %d", tc.name, chunk)
+			if chunk == 100 && tc.name == "entries" {
+				assert.Greater(t, pieces, 100, "written in pieces")
+			}
+		}
+	}
+	_, err := streamFile(m, lines, 100, func([]byte) error { return errors.New("disk full") })
+	require.EqualError(t, err, "disk full")
+}
+
+// TestAppendStringIsJSONMarshal: the header's strings are written as
+// json.Marshal writes them, escapes and all.
+func TestAppendStringIsJSONMarshal(t *testing.T) {
+	for _, s := range []string{"", "contract", "ipamd v1.7.0", "a\"b", `back\slash`, "<tag>&", "tab\there", "new\nline", "é", "\u2028", "\x7f", "\xff", "~ ok !#$%'()*+,-./09:;=?@AZ[]^_`az{|}"} {
+		want, err := json.Marshal(s)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(appendString([]byte("x"), s))[1:], "%q", s)
 	}
 }

@@ -53,9 +53,10 @@
 //	jq -c '{seq, changes: [.changes[] | .key // .delete.key]}' /var/run/mydaemon/state.json.journal
 //
 // base is the Seq of the file the line applies to and seq the Seq of the
-// state it makes; a put is the entry as the file would hold it, a delete
-// the entry it removes; the checksum is CRC-32C over the bytes of the line
-// before `,"crc32c"`. The file keeps its format, numbered 2 rather than 1
+// state it makes (a line a commit made while a compaction ran has the Seq
+// of the compaction's new file as its base: see Guarantees); a put is the
+// entry as the file would hold it, a delete the entry it removes; the
+// checksum is CRC-32C over the bytes of the line before `,"crc32c"`. The file keeps its format, numbered 2 rather than 1
 // so that a phaseshift built before the journal refuses it
 // (ErrNewerSchema) instead of reading it without its journal. Load's Meta is the last
 // line's (Phase, Writer, BootID, Seq, SavedAt), with the file's Format and
@@ -63,8 +64,22 @@
 // first commit over a file written without the journal (format 1), after
 // a Load that found anything but whole records that follow the file, after
 // a schema change, a Load that dropped unknown fields
-// (WithDropUnknownFields) or a failed write, and by the commit that would
-// grow it past a fifth of the file's size (at least 32 KiB).
+// (WithDropUnknownFields) or a failed write, and by a compaction once a
+// commit grows it past a fifth of the file's size (at least 32 KiB). A
+// File whose file is 64 KiB or more compacts in the background: that
+// commit appends, as any other, and returns; a goroutine writes the new
+// file while commits go on appending, and then installs it and the journal
+// of the commits made meanwhile, holding the File's methods only for a few
+// renames and the fsyncs of what was appended last (see Guarantees),
+// whatever the file's size. No commit waits for the new file to be
+// written. A smaller file (and a
+// Memory, always) is compacted inline by the commit that would grow the
+// journal past its bound, which then writes the whole file instead of
+// appending. File.Journal says whether a compaction is running
+// (Compacting) and why the last one failed (CompactionError): one that
+// fails (a full disk) costs no commit anything; commits go on appending,
+// and the next compaction starts once the journal has grown by another
+// bound.
 //
 // # Kept copies
 //
@@ -149,10 +164,15 @@
 //     line, if it is incomplete or fails its checksum, is a commit that was
 //     never acknowledged: Load discards it, logs it and reports it
 //     (File.Journal().Torn, a *TornJournalError; package migrate puts it
-//     in Report.Errors) and goes on. Any other line that fails its
-//     checksum or its shape, a line whose base is above the file's Seq (an
-//     older file put back, say .prev by hand), a line out of sequence, a
-//     journal whose file is missing, is corruption: Load fails with
+//     in Report.Errors) and goes on. A line follows the lines before it
+//     when its seq is the next one and its base is the file's Seq, or the
+//     base of the line before it, or the seq the lines before it reached
+//     (the commits made while a compaction ran, after the lines up to its
+//     snapshot, over the file a crash kept from being replaced by the
+//     compaction's). Any other line that fails its checksum or its shape,
+//     a first line whose base is above the file's Seq (an older file put
+//     back, say .prev by hand), a line out of sequence, a journal whose
+//     file is missing, is corruption: Load fails with
 //     ErrCorrupt, Save and Commit refuse (ErrUnreadable), and Quarantine
 //     moves the file and the journal aside together (path+".corrupt-<time>"
 //     and the same name + ".journal"). The phaseshift command shows where
@@ -169,12 +189,28 @@
 //     delete removes its entry without upgrading the value it carries): a
 //     journal loads when the same state compacted would.
 //   - Compaction never replays a commit twice or loses one. A compaction
-//     is a save (temporary file, fsync, rename, fsync of the directory)
-//     of the whole state with the next Seq, after which the journal is
-//     removed. Until the rename is durable, the old file and the whole
-//     journal are there; after it, every line of the journal has a base
-//     below the new file's Seq and is skipped, whether or not the removal
-//     reached the disk. Quarantine removes the file, fsyncs the directory,
+//     inline is a save (temporary file, fsync, rename, fsync of the
+//     directory) of the whole state with the next Seq, after which the
+//     journal is removed. Until the rename is durable, the old file and
+//     the whole journal are there; after it, every line of the journal has
+//     a base below the new file's Seq and is skipped, whether or not the
+//     removal reached the disk. A compaction in the background takes a
+//     snapshot of the state of the commit that set it off, seq H, and
+//     writes it as a new file of Seq H (temporary file, written and
+//     fsynced a piece of 256 KiB at a time, closed), while the commits
+//     made meanwhile append lines of base H to the same journal; then,
+//     holding the File's methods, it renames the file over the checkpoint
+//     (the old one kept as .prev); it fsyncs the directory, and only then
+//     replaces the journal by the lines since H (a temporary journal,
+//     fsynced, the lines of the last commits added and fsynced holding the
+//     File's methods, renamed over the journal, the directory fsynced;
+//     removed when there are none). Until the rename is durable, the old
+//     file and the whole journal are there, and the lines of base H follow
+//     the lines up to H; after it, the lines before H are stale and those
+//     of base H follow the new file, whichever journal a crash leaves. A
+//     Save, Load, Quarantine or Close meanwhile abandons the compaction:
+//     nothing is renamed into place once it is, and its temporary files are
+//     removed (Close waits for that). Quarantine removes the file, fsyncs the directory,
 //     then removes the journal: a crash between leaves a journal without
 //     its file, which Load reports as corrupt, never a file without its
 //     journal, which would load without the journal's commits.
@@ -294,11 +330,22 @@
 //   - Unknown fields are found by encoding/json: inside a type with its
 //     own UnmarshalJSON or UnmarshalText, that method decides.
 //   - A File serialises its own methods; it is not a database. With the
-//     journal (the default) a commit costs one fsync'd append, but the
-//     commit that compacts pays a whole save, and a Load replays up to a
-//     fifth of the file's size of journal. WithoutJournal, every commit
-//     writes the whole file (Commit only saves encoding work), so its cost
-//     grows with the number of entries.
+//     journal (the default) a commit costs one fsync'd append; a
+//     compaction in the background costs a commit that arrives while it
+//     installs its file and its journal a wait of a few renames and up to
+//     three fsyncs, and its writes share the disk with the commits'
+//     appends; the commit that
+//     compacts a file under 64 KiB inline pays a whole save of it. A Load
+//     replays up to a fifth of the file's size of journal, and more by
+//     what commits appended while a compaction ran, or since one failed.
+//     WithoutJournal, every commit writes the whole file (Commit only
+//     saves encoding work), so its cost grows with the number of entries.
+//   - A phaseshift released before compaction ran in the background reads
+//     every journal this one leaves but one: a journal a crash left in
+//     the middle of a compaction in the background (commits made while it
+//     ran, over the older file), which it refuses (ErrCorrupt: a line
+//     whose base is above the file's Seq) rather than load without those
+//     commits. A run of this version loads it and compacts it.
 //   - The journal trusts its last line least: bit rot in the last
 //     acknowledged line looks like a torn write and is discarded (and
 //     reported), not refused.

@@ -110,9 +110,10 @@ func (f *File[K, V]) Size() int64 { return f.c.size.Load() }
 
 // Journal returns what the checkpoint's journal (see WithJournal) held at
 // the last Load, torn record included, and what Commit appended since; a
-// save that folds the journal into the file resets it (Torn stays until
-// the next Load). It does not touch the disk; it waits for a save in
-// progress.
+// save or a compaction that folds the journal into the file resets it
+// (Torn stays until the next Load), and it says whether a compaction runs
+// in the background and why the last one failed. It does not touch the
+// disk; it waits for a save in progress.
 func (f *File[K, V]) Journal() JournalStatus { return f.c.journal() }
 
 // Load reads and checks the checkpoint and returns it, with its journal,
@@ -160,8 +161,10 @@ func (f *File[K, V]) Save(ctx context.Context, s Snapshot[K, V]) error {
 
 // Commit saves the checkpoint as it was last loaded or saved, with changes
 // applied in order. By default it appends the changes to the journal and
-// fsyncs it, and writes the whole file only to compact the journal (see
-// the package documentation's Journal section); WithoutJournal, it writes
+// fsyncs it, and writes the whole file only to compact the journal of a
+// file under 64 KiB; the commit that grows the journal of a bigger one past
+// its bound starts its compaction in the background, and returns (see the
+// package documentation's Journal section); WithoutJournal, it writes
 // the same file Save would, with the same guarantees, but encodes only the
 // changed entries. If the write fails, neither what is on disk (as far as
 // the write protocol can undo it) nor what Commit applies to next changes.
@@ -169,6 +172,19 @@ func (f *File[K, V]) Save(ctx context.Context, s Snapshot[K, V]) error {
 // Index is the position of its change.
 func (f *File[K, V]) Commit(ctx context.Context, m Meta, changes []Change[K, V]) error {
 	return f.c.commit(ctx, m, changes)
+}
+
+// CommitEncoded is Commit for changes EncodeChange encoded beforehand: it
+// writes their lines without encoding them again, with Commit's protocol
+// and guarantees. A zero EncodedChange, which EncodeChange did not make,
+// fails it with ErrEncode, before anything is written.
+//
+// It is not a capability package migrate looks for behind an interface: a
+// Store commits through it only when its Config.Checkpoint is a *File (or
+// a *Memory) itself, so that a wrapper that embeds a File and has its own
+// Commit (to count, or to change the values) is never bypassed.
+func (f *File[K, V]) CommitEncoded(ctx context.Context, m Meta, changes []EncodedChange[K, V]) error {
+	return f.c.commitEncoded(ctx, m, changes)
 }
 
 // Quarantine moves the checkpoint aside to path+".corrupt-<UTC time>" for
@@ -181,7 +197,10 @@ func (f *File[K, V]) Quarantine(ctx context.Context) (string, error) {
 	return f.c.quarantine(ctx)
 }
 
-// Close releases the lock. It is idempotent: later calls return nil. After
+// Close releases the lock. A compaction running in the background is
+// abandoned: Close waits for its goroutine to stop writing the new file
+// (it stops within one piece, 256 KiB) and remove its temporary files, and
+// only then releases the lock. It is idempotent: later calls return nil. After
 // Close, the methods that read or write the file (Load, Save, Commit,
 // Quarantine) return ErrClosed; Path, BootID, Size and Journal still
 // answer.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/phaseshift/phaseshift/internal/jsonvalue"
@@ -125,6 +126,14 @@ type rawKV struct {
 // (nil lines are deleted ones, skipped), and the checksum trailer.
 func appendFile(dst []byte, m Meta, raws [][]byte) []byte {
 	start := len(dst)
+	dst = appendHeader(dst, m)
+	dst = appendEntries(dst, raws, true, true)
+	return appendTrailer(dst, crc32.Checksum(dst[start:], castagnoli))
+}
+
+// appendHeader appends the file's header for m, up to and including the
+// line that opens the entries list.
+func appendHeader(dst []byte, m Meta) []byte {
 	dst = append(dst, fileStart...)
 	dst = append(dst, `  "format": `...)
 	dst = strconv.AppendInt(dst, int64(m.Format), 10)
@@ -145,8 +154,14 @@ func appendFile(dst []byte, m Meta, raws [][]byte) []byte {
 	dst = append(dst, ",\n  \"savedAt\": \""...)
 	dst = m.SavedAt.UTC().AppendFormat(dst, time.RFC3339Nano)
 	dst = append(dst, "\",\n"...)
-	dst = append(dst, entriesStart...)
-	first := true
+	return append(dst, entriesStart...)
+}
+
+// appendEntries appends raws (nil lines are deleted ones, skipped) as
+// lines of the entries list: first tells whether they begin the list
+// (streamFile appends it in parts), last whether they end it, when the
+// end of the list is appended too.
+func appendEntries(dst []byte, raws [][]byte, first, last bool) []byte {
 	for _, raw := range raws {
 		if raw == nil {
 			continue // deleted
@@ -158,19 +173,100 @@ func appendFile(dst []byte, m Meta, raws [][]byte) []byte {
 		dst = append(dst, entryIndent...)
 		dst = append(dst, raw...)
 	}
+	if !last {
+		return dst
+	}
 	if !first {
 		dst = append(dst, '\n')
 	}
-	dst = append(dst, entriesEnd...)
-	sum := crc32.Checksum(dst[start:], castagnoli)
+	return append(dst, entriesEnd...)
+}
+
+// appendTrailer appends the checksum trailer for sum, the CRC-32C of
+// everything before it.
+func appendTrailer(dst []byte, sum uint32) []byte {
 	dst = append(dst, checksumStart...)
 	dst = hex.AppendEncode(dst, []byte{byte(sum >> 24), byte(sum >> 16), byte(sum >> 8), byte(sum)})
 	return append(dst, checksumEnd...)
 }
 
+// streamFile writes the file appendFile(nil, m, raws) would make through
+// write, in pieces of about chunk bytes, so that a compaction never holds
+// the whole file in memory (see compact.go), and returns its ends (see
+// endsOf). It stops at the first error write returns.
+func streamFile(m Meta, raws [][]byte, chunk int, write func(piece []byte) error) (fileEnds, error) {
+	pooled := pieces.Get().(*[]byte)
+	defer func() {
+		if cap(*pooled) <= 2*chunk+64<<10 {
+			pieces.Put(pooled) // not one an enormous line grew
+		}
+	}()
+	buf := appendHeader((*pooled)[:0], m)
+	defer func() { *pooled = buf[:0] }()
+	ends := fileEnds{head: bytes.Clone(buf[:len(buf)-len(entriesStart)])}
+	if len(ends.head) > 4<<10 {
+		ends.head = ends.head[:4<<10] // as endsOf cuts it
+	}
+	var sum uint32
+	flush := func() error {
+		sum = crc32.Update(sum, castagnoli, buf)
+		err := write(buf)
+		buf = buf[:0]
+		return err
+	}
+	first := true
+	for len(raws) > 0 {
+		n := 0
+		for size := len(buf); n < len(raws) && size < chunk; n++ {
+			size += len(raws[n]) + len(entryIndent) + 2
+		}
+		n = max(n, 1)
+		buf = appendEntries(buf, raws[:n], first, false)
+		first = first && !hasLine(raws[:n])
+		raws = raws[n:]
+		if len(buf) >= chunk {
+			if err := flush(); err != nil {
+				return fileEnds{}, err
+			}
+		}
+	}
+	buf = appendEntries(buf, nil, first, true)
+	sum = crc32.Update(sum, castagnoli, buf)
+	at := len(buf)
+	buf = appendTrailer(buf, sum)
+	ends.tail = bytes.Clone(buf[at:])
+	return ends, write(buf)
+}
+
+// pieces are streamFile's buffers, reused: a compaction every few hundred
+// commits that allocated its own would add to every commit's share of
+// the garbage collector's work.
+var pieces = sync.Pool{New: func() any { b := make([]byte, 0, compactPiece+4<<10); return &b }}
+
+// hasLine reports whether raws holds a line that is not deleted.
+func hasLine(raws [][]byte) bool {
+	for _, r := range raws {
+		if r != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// appendString appends s as a JSON string, as json.Marshal writes it. A
+// string of printable ASCII that needs no escape (phases, versions, boot
+// IDs) is copied as it is: a journal record holds three of them, and a
+// json.Marshal each was a tenth of a commit's allocations.
 func appendString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s) // a string always marshals
-	return append(dst, b...)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s) // a string always marshals
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // parsed is a checked file: its meta and the lines of its entries (sub-slices

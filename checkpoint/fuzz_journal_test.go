@@ -112,7 +112,9 @@ func journalSeed(f *testing.F) (file, journal []byte) {
 // journalModel reads a journal that follows the seed file (seq 1, schema
 // 1, {"a":1,"b":2}) as the package documentation describes the format:
 // one JSON line per commit, a CRC-32C of the bytes before `,"crc32c"`,
-// base 1 and seq 2, 3... in order, puts {"key","value"} and deletes
+// base 1 and seq 2, 3... in order (or, once records are applied, the base
+// of the record before or the seq reached: records a compaction appended
+// after its snapshot), puts {"key","value"} and deletes
 // {"delete":{"key","value"}}. It returns the state after each prefix of
 // valid records, stopping at the first line that is not one, and whether
 // every line was whole and valid, and whether a line that is not valid has
@@ -120,7 +122,7 @@ func journalSeed(f *testing.F) (file, journal []byte) {
 func journalModel(data []byte) (states []map[string]int, allValid, damagedBeforeTail bool) {
 	cur := map[string]int{"a": 1, "b": 2}
 	states = append(states, maps.Clone(cur))
-	seq := uint64(2)
+	seq, base := uint64(2), uint64(1)
 	lines := bytes.SplitAfter(data, []byte("\n"))
 	if len(lines) > 0 && len(lines[len(lines)-1]) == 0 {
 		lines = lines[:len(lines)-1]
@@ -130,7 +132,8 @@ func journalModel(data []byte) (states []map[string]int, allValid, damagedBefore
 		if !bytes.HasSuffix(line, []byte("\n")) {
 			return states, false, false
 		}
-		switch modelApply(cur, line[:len(line)-1], seq) {
+		result, recBase := modelApply(cur, line[:len(line)-1], seq, base)
+		switch result {
 		case modelInvalid:
 			return states, false, !last
 		case modelStale:
@@ -140,6 +143,7 @@ func journalModel(data []byte) (states []map[string]int, allValid, damagedBefore
 		case modelApplied:
 			states = append(states, maps.Clone(cur))
 			seq++
+			base = recBase
 		}
 	}
 	return states, true, false
@@ -151,15 +155,17 @@ const (
 	modelApplied
 )
 
-// modelApply applies one record line to cur if it is valid and has seq.
-func modelApply(cur map[string]int, line []byte, seq uint64) int {
+// modelApply applies one record line to cur if it is valid, has seq and
+// follows base (the base of the record before it, 1 for the first) or the
+// seq reached, and returns the record's base.
+func modelApply(cur map[string]int, line []byte, seq, base uint64) (int, uint64) {
 	const trailer = `,"crc32c":"`
 	i := bytes.LastIndex(line, []byte(trailer))
 	if i < 0 || len(line) != i+len(trailer)+8+2 || !bytes.HasSuffix(line, []byte(`"}`)) {
-		return modelInvalid
+		return modelInvalid, 0
 	}
 	if fmt.Sprintf("%08x", crc32.Checksum(line[:i], crc32.MakeTable(crc32.Castagnoli))) != string(line[i+len(trailer):i+len(trailer)+8]) {
-		return modelInvalid
+		return modelInvalid, 0
 	}
 	var r struct {
 		Journal, Schema int
@@ -167,13 +173,13 @@ func modelApply(cur map[string]int, line []byte, seq uint64) int {
 		Changes         []json.RawMessage
 	}
 	if json.Unmarshal(line, &r) != nil || r.Journal != 1 || r.Schema != 1 {
-		return modelInvalid
+		return modelInvalid, 0
 	}
-	if r.Base == 0 {
-		return modelStale
+	if r.Base == 0 && seq == 2 {
+		return modelStale, 0
 	}
-	if r.Base != 1 || r.Seq != seq {
-		return modelInvalid
+	if (r.Base != base && (seq == 2 || r.Base != seq-1)) || r.Seq != seq {
+		return modelInvalid, 0
 	}
 	next := maps.Clone(cur)
 	for _, op := range r.Changes {
@@ -184,7 +190,7 @@ func modelApply(cur map[string]int, line []byte, seq uint64) int {
 		}
 		var v int
 		if json.Unmarshal(op, &o) != nil || (o.Value != nil && json.Unmarshal(o.Value, &v) != nil) {
-			return modelInvalid
+			return modelInvalid, 0
 		}
 		switch {
 		case o.Delete != nil && o.Delete.Key != nil && o.Key == nil && o.Value == nil:
@@ -192,7 +198,7 @@ func modelApply(cur map[string]int, line []byte, seq uint64) int {
 		case o.Key != nil && o.Value != nil && o.Delete == nil:
 			next[*o.Key] = v
 		default:
-			return modelInvalid
+			return modelInvalid, 0
 		}
 	}
 	maps.Copy(cur, next)
@@ -201,5 +207,5 @@ func modelApply(cur map[string]int, line []byte, seq uint64) int {
 			delete(cur, k)
 		}
 	}
-	return modelApplied
+	return modelApplied, r.Base
 }

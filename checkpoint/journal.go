@@ -41,20 +41,32 @@ import (
 //     missing). The last line is discarded if it fails its check, and
 //     reported; a damaged line before it cannot come from a crash, and is
 //     corruption.
-//   - A save (or a compaction) makes the new file durable (rename, fsync
-//     of the directory) before it removes the journal, and the new file's
-//     Seq is above every record's. A crash between the two leaves records
-//     whose base is below the file's Seq: they are in the file already,
-//     and are skipped. The removal need not be durable for the same reason.
+//   - A save (or a compaction inline) makes the new file durable (rename,
+//     fsync of the directory) before it removes the journal, and the new
+//     file's Seq is above every record's base. A crash between the two
+//     leaves records whose base is below the file's Seq: they are in the
+//     file already, and are skipped. The removal need not be durable for
+//     the same reason.
+//   - A compaction in the background (compact.go) writes the state at seq
+//     H as a file of Seq H while commits append records of base H after
+//     the records of base S (the old file's Seq) up to H. A crash before
+//     its rename is durable leaves the old file S under them: a record
+//     whose base is the seq the replay has reached (H) continues it, and
+//     so do the records of that base after it (follows). After the rename,
+//     the records of base S are stale and those of base H follow the new
+//     file. The journal is replaced by the records of base H only once the
+//     rename is durable, so that they never stand over the old file alone,
+//     where their base is above its Seq: corruption, as below.
 //   - Records are appended only over a file this File read or wrote with
 //     its current schema and with the journal format (2), so every record
 //     has the file's schema; an older phaseshift, which would ignore the
 //     journal, refuses a format-2 file (ErrNewerSchema) instead of serving
 //     it without its records.
-//   - A record whose base is above the file's Seq follows a file that is
-//     no longer there (an older one was put back, say .prev by hand):
-//     replaying it over another base would invent state, so it is
-//     corruption.
+//   - A first record whose base is above the file's Seq follows a file
+//     that is no longer there (an older one was put back, say .prev by
+//     hand): replaying it over another base would invent state, so it is
+//     corruption, and so is a record that follows neither the file, nor
+//     the records before it, nor the seq they reached.
 const (
 	journalVersion = 1
 	// formatJournal is the file format written with the journal (the
@@ -69,8 +81,9 @@ const (
 	deleteStart   = `{"delete":`
 )
 
-// journalBound is the size past which the journal is folded into the file
-// by the next commit: a fifth of the file, and at least 32 KiB. Replaying a
+// journalBound is the size past which the next commit compacts the
+// journal into the file (in the background, or inline: see compact.go): a
+// fifth of the file, and at least 32 KiB. Replaying a
 // record costs more than decoding an entry of the file (a record has a
 // header and a checksum of its own, and Load decodes the file on every core
 // but replays the journal in order), so a fifth keeps a Load at the bound
@@ -86,9 +99,11 @@ func journalBound(fileSize int64) int64 {
 // fsync it, instead of rewriting the whole file: a commit then costs about
 // one small fsync'd append whatever the number of entries. Load replays
 // the journal over the file; the file is rewritten, and the journal
-// removed, by Save, and by the commit that finds the journal past a fifth
-// of the file's size (at least 32 KiB). See the package
-// documentation's Journal section for the protocol and its rules.
+// emptied, by Save, and by a compaction once a commit finds the journal
+// past a fifth of the file's size (at least 32 KiB), in the background for
+// a file of 64 KiB or more, so that no commit waits for the whole file to
+// be written. See the package documentation's Journal section for the
+// protocol and its rules.
 //
 // The journal is the default: WithJournal says so explicitly, and
 // WithoutJournal turns it off. Giving both is an error.
@@ -158,6 +173,12 @@ type JournalStatus struct {
 	Stale    int               // records Load skipped because the file already held them
 	Torn     *TornJournalError // the torn last record Load discarded, or nil
 	FileSize int64             // the size of the file the records apply to
+	// Compacting says that a compaction is rewriting the file in the
+	// background (see WithJournal); CompactionError why the last one
+	// failed, nil once one succeeded (commits go on appending, and it is
+	// tried again later).
+	Compacting      bool
+	CompactionError error
 }
 
 // What the core does with the journal: a commit appends to it
@@ -174,15 +195,17 @@ func (c *core[K, V]) appendable() bool {
 }
 
 // appendCommit appends the commit's record (c.ops) to the journal and
-// makes it durable. It reports false, having changed nothing on disk, when
-// the commit must write the whole file instead: to compact the journal,
-// past its bound, or because the file or the journal is not as this core
-// left it. The caller holds c.mu.
+// makes it durable, and, past the journal's bound, starts a compaction in
+// the background (see compact.go). It reports false, having changed
+// nothing on disk, when the commit must write the whole file instead: to
+// compact the journal inline, past its bound, or because the file or the
+// journal is not as this core left it. The caller holds c.mu.
 func (c *core[K, V]) appendCommit(m Meta) (bool, error) {
 	meta := c.nextMeta(m)
-	c.rec = appendRecord(c.rec[:0], c.last.seq, meta, c.ops)
-	if c.jlen+int64(len(c.rec)) > journalBound(c.fileSize) {
-		return false, nil // compaction
+	c.rec = appendRecord(c.rec[:0], c.jbase, meta, c.ops)
+	past := c.cmp == nil && c.jlen+int64(len(c.rec)) > c.compactAt()
+	if past && !c.compactsInBackground() {
+		return false, nil // compaction, inline
 	}
 	err := c.be.appendJournal(c.rec, c.jlen, c.onDisk())
 	if errors.Is(err, errRewrite) {
@@ -202,6 +225,10 @@ func (c *core[K, V]) appendCommit(m Meta) (bool, error) {
 	c.jstat.Records++
 	c.jstat.Bytes = c.jlen
 	c.size.Store(c.fileSize + c.jlen)
+	c.appended(c.rec)
+	if past {
+		c.startCompaction(meta)
+	}
 	if cap(c.rec) > 1<<20 {
 		c.rec = nil
 	}
@@ -231,6 +258,7 @@ func (c *core[K, V]) journal() JournalStatus {
 	defer c.mu.Unlock()
 	st := c.jstat
 	st.Enabled = c.cfg.journal
+	st.Compacting, st.CompactionError = c.cmp != nil, c.cmpErr
 	return st
 }
 
@@ -260,6 +288,7 @@ func (c *core[K, V]) journalWithoutFile() error {
 func (c *core[K, V]) replayJournal(res *decodeResult[K, V], fileSize int64) error {
 	c.jstat = JournalStatus{FileSize: fileSize} // Enabled is set by journal()
 	data, err := c.be.readJournal()
+	c.jbase = res.snap.Meta.Seq
 	if errors.Is(err, fs.ErrNotExist) {
 		c.jlen, c.jmay, c.jdirty = 0, false, false
 		return nil
@@ -272,6 +301,9 @@ func (c *core[K, V]) replayJournal(res *decodeResult[K, V], fileSize int64) erro
 	if err != nil {
 		return err
 	}
+	// The next record follows the last one: records a compaction
+	// appended after its snapshot have the snapshot's base.
+	c.jbase = rp.base
 	if rp.last != nil {
 		m := rp.last.meta
 		m.Format, m.Schema, m.Seq = res.snap.Meta.Format, res.snap.Meta.Schema, rp.last.seq
@@ -302,7 +334,7 @@ func (c *core[K, V]) journalMeta(m *Meta) {
 		return
 	}
 	file := m.Seq
-	next := file + 1
+	base, next := file, file+1
 	for len(data) > 0 {
 		nl := bytes.IndexByte(data, '\n')
 		if nl < 0 {
@@ -315,10 +347,11 @@ func (c *core[K, V]) journalMeta(m *Meta) {
 			return
 		case rec.base < file && next == file+1:
 			continue // stale
-		case rec.base != file || rec.seq != next:
+		case !follows(rec.base, base, next-1, next > file+1) || rec.seq != next:
 			return
 		}
 		m.Phase, m.Writer, m.BootID, m.Behind, m.SavedAt, m.Seq = rec.meta.Phase, rec.meta.Writer, rec.meta.BootID, rec.meta.Behind, rec.meta.SavedAt, rec.seq
+		base = rec.base
 		next++
 	}
 }
@@ -492,14 +525,18 @@ type replayed struct {
 	stale   int   // records skipped: the file holds them
 	torn    *TornJournalError
 	last    *record // the last record applied
+	// base is the base of the records being applied: the file's Seq, or
+	// the Seq of a compaction's snapshot that records continue from (see
+	// follows).
+	base uint64
 }
 
 // replay applies the journal data to r, the decoded file, in order. The
 // error is nil, or wraps ErrCorrupt or ErrNewerSchema: then r is not to be
 // used. Entries the journal writes that cannot be read join r.bad.
 func replay[K comparable, V any](data []byte, name string, r *decodeResult[K, V], cfg *config, enc *encoder, fileEntries int) (replayed, error) {
-	var rp replayed
 	file := r.snap.Meta
+	rp := replayed{base: file.Seq}
 	ap := newApplier(r, cfg, enc, file.Schema, fileEntries)
 	for off := 0; off < len(data); {
 		line, next := data[off:], len(data)
@@ -520,13 +557,15 @@ func replay[K comparable, V any](data []byte, name string, r *decodeResult[K, V]
 		if err != nil {
 			return rp, corrupt("journal %s: the record at byte %d is damaged (%v) and records follow it: not what a crash leaves", name, off, err)
 		}
-		if err := rp.check(rec, file, name, off); err != nil {
+		apply, err := rp.check(rec, file, name, off)
+		if err != nil {
 			return rp, err
 		}
-		if rec.base == file.Seq {
+		if apply {
 			ap.apply(rec)
 			rp.records++
 			rp.last = &rec
+			rp.base = rec.base
 		} else {
 			rp.stale++
 		}
@@ -537,21 +576,34 @@ func replay[K comparable, V any](data []byte, name string, r *decodeResult[K, V]
 }
 
 // check applies the rules that tie a record to the file and to the records
-// before it (see the comment at the top of this file).
-func (rp *replayed) check(rec record, file Meta, name string, off int) error {
+// before it (see the comment at the top of this file): it reports whether
+// rec is applied (false: it is stale), or why the journal is corrupt.
+func (rp *replayed) check(rec record, file Meta, name string, off int) (bool, error) {
+	reached := file.Seq + uint64(rp.records)
 	switch {
+	case follows(rec.base, rp.base, reached, rp.records > 0) && rec.seq != reached+1:
+		return false, corrupt("journal %s: the record at byte %d has seq %d, want %d", name, off, rec.seq, reached+1)
+	case follows(rec.base, rp.base, reached, rp.records > 0) && rec.schema != file.Schema:
+		return false, corrupt("journal %s: the record at byte %d has schema %d, the checkpoint %d", name, off, rec.schema, file.Schema)
+	case follows(rec.base, rp.base, reached, rp.records > 0):
+		return true, nil
+	case rp.records > 0:
+		return false, corrupt("journal %s: the record at byte %d follows seq %d, after records that follow seq %d up to seq %d", name, off, rec.base, rp.base, reached)
 	case rec.base > file.Seq:
-		return corrupt("journal %s: the record at byte %d follows seq %d, but the checkpoint is seq %d: the checkpoint was replaced by an older file (a .prev put back?); move the journal aside to use the file alone", name, off, rec.base, file.Seq)
-	case rec.base < file.Seq && rp.records > 0:
-		return corrupt("journal %s: the record at byte %d follows seq %d, after records that follow seq %d", name, off, rec.base, file.Seq)
-	case rec.base < file.Seq:
-		return nil // stale: folded into the file by a save the crash cut short of removing the journal
-	case rec.seq != file.Seq+uint64(rp.records)+1:
-		return corrupt("journal %s: the record at byte %d has seq %d, want %d", name, off, rec.seq, file.Seq+uint64(rp.records)+1)
-	case rec.schema != file.Schema:
-		return corrupt("journal %s: the record at byte %d has schema %d, the checkpoint %d", name, off, rec.schema, file.Schema)
+		return false, corrupt("journal %s: the record at byte %d follows seq %d, but the checkpoint is seq %d: the checkpoint was replaced by an older file (a .prev put back?); move the journal aside to use the file alone", name, off, rec.base, file.Seq)
 	}
-	return nil
+	return false, nil // stale: folded into the file by a save the crash cut short of removing the journal
+}
+
+// follows reports whether a record of base base comes next in a replay
+// whose records so far (if applied) had base prev and reached seq
+// reached: its base is the file's Seq or its predecessors' (prev), or the
+// seq the replay has reached, where a compaction took its snapshot and the
+// records appended while it ran begin (see compact.go). A crash before
+// that compaction's file was renamed into place leaves those records after
+// the ones they follow, over the older file.
+func follows(base, prev, reached uint64, applied bool) bool {
+	return base == prev || (applied && base == reached)
 }
 
 // applier applies journal ops to a decoded file.

@@ -336,7 +336,8 @@ func structKeyProblem(t reflect.Type, path string, depth int) string {
 // (see the package documentation), as they do, so it costs about what
 // encoding the entry costs. It is for a caller that must know before it
 // acts elsewhere: package migrate checks each write with it before writing
-// legacy, so that a write the checkpoint would refuse changes nothing.
+// legacy, so that a write the checkpoint would refuse changes nothing
+// (with EncodeChange, which also keeps the encoding for the commit).
 func CheckEntry[K comparable, V any](key K, value V) error {
 	keys := keyRuleFor[K]()
 	s := scratchPool.Get().(*scratch)
@@ -349,7 +350,44 @@ func CheckEntry[K comparable, V any](key K, value V) error {
 	return err
 }
 
-// scratch is an encoder and a buffer for CheckEntry.
+// EncodedChange is a Change encoded as Commit writes it, by EncodeChange,
+// for File.CommitEncoded and Memory.CommitEncoded. Its zero value is not
+// a change: CommitEncoded refuses it.
+type EncodedChange[K comparable, V any] struct {
+	key  K
+	line []byte // the entry's line; nil for a delete
+	del  bool
+	made bool // made by EncodeChange
+}
+
+// EncodeChange encodes ch as Commit would, and checks its key as Commit
+// does: it returns the error Commit would fail with, an *EncodeError
+// matching ErrEncode (as CheckEntry does), or the change encoded, which
+// File.CommitEncoded and Memory.CommitEncoded write without encoding it
+// again. A delete is not encoded and never fails. It is for a caller that
+// checks each entry before it acts elsewhere and then commits it: package
+// migrate encodes every write once this way. The encoding is taken now: a
+// later change to what ch.Value refers to (a slice, a map) is not in it.
+func EncodeChange[K comparable, V any](ch Change[K, V]) (EncodedChange[K, V], error) {
+	if ch.Delete {
+		return EncodedChange[K, V]{key: ch.Key, del: true, made: true}, nil
+	}
+	keys := keyRuleFor[K]()
+	s := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(s)
+	var err error
+	s.buf, err = encodeEntry(s.enc, keys, s.buf[:0], ch.Key, ch.Value, -1)
+	line := bytes.Clone(s.buf) // its own bytes: the core keeps them as the entry's line
+	if cap(s.buf) > 64<<10 {
+		s.buf = nil // do not keep a huge value's buffer in the pool
+	}
+	if err != nil {
+		return EncodedChange[K, V]{}, err
+	}
+	return EncodedChange[K, V]{key: ch.Key, line: line, made: true}, nil
+}
+
+// scratch is an encoder and a buffer for CheckEntry and EncodeChange.
 type scratch struct {
 	enc *encoder
 	buf []byte

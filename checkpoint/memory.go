@@ -89,6 +89,11 @@ func (m *Memory[K, V]) Commit(ctx context.Context, meta Meta, changes []Change[K
 	return m.c.commit(ctx, meta, changes)
 }
 
+// CommitEncoded is File.CommitEncoded.
+func (m *Memory[K, V]) CommitEncoded(ctx context.Context, meta Meta, changes []EncodedChange[K, V]) error {
+	return m.c.commitEncoded(ctx, meta, changes)
+}
+
 // Quarantine is File.Quarantine. The file moves to a list that
 // checkpointtest.Quarantined returns; the name returned is
 // "memory.corrupt-<n>", n counting from 1.

@@ -43,11 +43,12 @@ type config struct {
 	mode        fs.FileMode
 	lockWait    time.Duration // < 0: no limit but the context's
 	logger      *zap.Logger
-	dropUnknown bool    // WithDropUnknownFields
-	validate    any     // WithValidate's func(K, V) error; checked against K and V by validatorFor
-	fs          fsys.FS // the file system under a File; nil means fsys.OS (see withFS)
-	journal     bool    // WithJournal, WithoutJournal
-	journalOpt  string  // the name of the journal option given, to refuse both
+	dropUnknown bool           // WithDropUnknownFields
+	validate    any            // WithValidate's func(K, V) error; checked against K and V by validatorFor
+	fs          fsys.FS        // the file system under a File; nil means fsys.OS (see withFS)
+	compactions runCompactions // how background compactions run; nil: in a goroutine (see withCompactions)
+	journal     bool           // WithJournal, WithoutJournal
+	journalOpt  string         // the name of the journal option given, to refuse both
 }
 
 func defaultConfig() config {
@@ -231,8 +232,25 @@ func withFS(f fsys.FS) Option {
 	})
 }
 
+// withCompactions makes a File run the steps of each background
+// compaction (see compact.go) by calling run, instead of in a goroutine:
+// a test that must see every step in order (the power-cut suite) runs them
+// when it chooses, with commits between them. run must call every step,
+// in order, once each, from any goroutine; Close waits for the last. It
+// is a test hook, reached like withFS (fsystest.WithCompactions).
+func withCompactions(run func(steps []func())) Option {
+	return optionFunc(func(c *config) error {
+		if run == nil {
+			return invalidOption("withCompactions", "the function is nil")
+		}
+		c.compactions = run
+		return nil
+	})
+}
+
 func init() {
 	fsys.CheckpointOption = func(f fsys.FS) any { return withFS(f) }
+	fsys.CompactionsOption = func(run func(steps []func())) any { return withCompactions(run) }
 }
 
 // buildConfig applies opts in order over the defaults, stops at the first

@@ -34,7 +34,8 @@ type slot[K comparable, V any] struct {
 	key     K
 	val     V
 	present bool
-	pos     int // the entry's index in overlay.order
+	pos     int                            // the entry's index in overlay.order
+	enc     checkpoint.EncodedChange[K, V] // the put of key and val, encoded (see plan.enc)
 }
 
 // overlay is the committed state with a batch's changes on top, by
@@ -98,7 +99,7 @@ func (ov *overlay[K, V]) put(plans []plan[K, V]) {
 		}
 		sl := slot[K, V]{pos: prev.pos}
 		if !p.op.del {
-			sl.key, sl.val, sl.present = p.op.key, p.op.val, true
+			sl.key, sl.val, sl.present, sl.enc = p.op.key, p.op.val, true, p.enc
 		}
 		ov.changed[p.op.id] = sl
 	}
@@ -122,6 +123,22 @@ func (ov *overlay[K, V]) changes(dst []checkpoint.Change[K, V]) []checkpoint.Cha
 		}
 		if sl.present {
 			dst = append(dst, checkpoint.Change[K, V]{Key: sl.key, Value: sl.val})
+		}
+	}
+	return dst
+}
+
+// encoded returns the changes of changes, as the puts were encoded when
+// they were checked, appended to dst.
+func (ov *overlay[K, V]) encoded(dst []checkpoint.EncodedChange[K, V]) []checkpoint.EncodedChange[K, V] {
+	for id, sl := range ov.changed {
+		old, had := ov.st.lookup(id)
+		if had && (!sl.present || old != sl.key) {
+			del, _ := checkpoint.EncodeChange(checkpoint.Change[K, V]{Key: old, Delete: true}) // a delete never fails
+			dst = append(dst, del)
+		}
+		if sl.present {
+			dst = append(dst, sl.enc)
 		}
 	}
 	return dst
@@ -255,15 +272,18 @@ func (s *Store[K, V]) fail(ctx context.Context, done []*pending[K, V], err error
 // of plans with, before anything is written for them: a
 // *checkpoint.EncodeError (checkpoint.ErrEncode), for a value JSON cannot
 // encode or a key that would not read back as itself, whose text names the
-// key and never the value. Deletes store no key and are not checked.
+// key and never the value. Deletes store no key and are not checked. Each
+// put's encoding is kept in its plan, for the commit to write as it is.
 func encodable[K comparable, V any](plans []plan[K, V]) error {
-	for _, p := range plans {
+	for i, p := range plans {
 		if p.op.del {
 			continue
 		}
-		if err := checkpoint.CheckEntry(p.op.key, p.op.val); err != nil {
+		enc, err := checkpoint.EncodeChange(checkpoint.Change[K, V]{Key: p.op.key, Value: p.op.val})
+		if err != nil {
 			return err
 		}
+		plans[i].enc = enc
 	}
 	return nil
 }
@@ -288,8 +308,16 @@ func (s *Store[K, V]) save(ctx context.Context, ov *overlay[K, V]) error {
 	if !s.writesCheckpoint() {
 		return nil
 	}
+	if s.encoded != nil {
+		encs := ov.encoded(s.batch.encoded[:0])
+		defer func() { s.batch.encoded = scratch(encs) }()
+		if len(encs) == 0 {
+			return nil
+		}
+		return s.timed(func() error { return s.encoded(ctx, s.meta, encs) })
+	}
 	chs := ov.changes(s.batch.changes[:0])
-	defer func() { clear(chs); s.batch.changes = chs[:0] }()
+	defer func() { s.batch.changes = scratch(chs) }()
 	if len(chs) == 0 {
 		return nil
 	}
@@ -308,6 +336,18 @@ func (s *Store[K, V]) save(ctx context.Context, ov *overlay[K, V]) error {
 	return s.timed(func() error {
 		return s.cfg.Checkpoint.Save(ctx, checkpoint.Snapshot[K, V]{Meta: s.meta, Entries: snap})
 	})
+}
+
+// scratch empties a batch's scratch slice for the next batch: it clears
+// what this batch used (values, which must not be pinned), and only that,
+// and lets the slice go when it grew far beyond it (a bulk Update's), so
+// that later batches neither pay nor pin the biggest one's size.
+func scratch[T any](s []T) []T {
+	clear(s)
+	if cap(s) > 1024 && cap(s) > 8*len(s) {
+		return nil
+	}
+	return s[:0]
 }
 
 // apply makes the overlay the committed state. The caller holds mu and

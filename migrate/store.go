@@ -98,8 +98,11 @@ type Store[K comparable, V any] struct {
 	explicit source.Writer[K, V]        // the legacy writer, or nil if legacy takes no explicit writes
 	batched  source.BatchWriter[K, V]   // the legacy writer again when it takes a commit at once, or nil
 	commit   checkpoint.Committer[K, V] // the checkpoint's Commit, or nil
-	bootID   string
-	meta     checkpoint.Meta // what every save records
+	// encoded is the checkpoint's CommitEncoded, or nil: a batch's values,
+	// encoded once to check them, are committed as they were encoded.
+	encoded func(ctx context.Context, m checkpoint.Meta, changes []checkpoint.EncodedChange[K, V]) error
+	bootID  string
+	meta    checkpoint.Meta // what every save records
 
 	// token is the right to change state: held by the goroutine leading a
 	// group commit, by Restore and by Close. A channel rather than a mutex,
@@ -173,6 +176,15 @@ func New[K comparable, V any](cfg Config[K, V]) (*Store[K, V], error) {
 	if cfg.Checkpoint != nil {
 		if c, ok := cfg.Checkpoint.(checkpoint.Committer[K, V]); ok {
 			s.commit = c
+		}
+		// A checkpoint that is a File or a Memory itself, not a wrapper,
+		// commits the encoding a write's check made; a wrapper's own
+		// Commit is never bypassed, even when it embeds one of them.
+		switch c := cfg.Checkpoint.(type) {
+		case *checkpoint.File[K, V]:
+			s.encoded = c.CommitEncoded
+		case *checkpoint.Memory[K, V]:
+			s.encoded = c.CommitEncoded
 		}
 	}
 	if cfg.Checkpoint != nil {

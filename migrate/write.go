@@ -56,11 +56,15 @@ type plan[K comparable, V any] struct {
 	oldKey  K
 	oldVal  V
 	existed bool
+	// enc is the op as the checkpoint writes it, encoded when it was
+	// checked (see encodable), for a checkpoint.EncodedCommitter.
+	enc checkpoint.EncodedChange[K, V]
 }
 
 // batchScratch is reused by every group commit; token guards it.
 type batchScratch[K comparable, V any] struct {
 	changes []checkpoint.Change[K, V]
+	encoded []checkpoint.EncodedChange[K, V]
 }
 
 // Put stores value under key and returns once every side its phase writes

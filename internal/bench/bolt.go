@@ -19,9 +19,11 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -52,19 +54,38 @@ type Bolt struct {
 	mem map[benchref.Key]benchref.Alloc
 }
 
-// OpenBolt creates a database at path holding entries.
+// OpenBolt creates a database at path holding entries, put in the order of
+// their keys' JSON (bbolt's own order): in map order, one transaction of
+// 100,000 entries took 22 s on the development VM, and of 1,000,000, far
+// longer; in order, bbolt appends to its pages.
 func OpenBolt(path string, entries map[benchref.Key]benchref.Alloc) (*Bolt, error) {
 	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
 		return nil, err
 	}
+	type kv struct{ k, v []byte }
+	sorted := make([]kv, 0, len(entries))
+	for k, v := range entries {
+		kj, err := json.Marshal(k)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		vj, err := json.Marshal(v)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		sorted = append(sorted, kv{kj, vj})
+	}
+	slices.SortFunc(sorted, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
 	err = db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucket)
 		if err != nil {
 			return err
 		}
-		for k, v := range entries {
-			if err := put(b, k, v); err != nil {
+		for _, e := range sorted {
+			if err := b.Put(e.k, e.v); err != nil {
 				return err
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,7 +67,12 @@ func crashSeed(t *testing.T) uint64 {
 // downgrades are killed too (phase 2 after 3 heals the stale legacy), with
 // the checkpoint opened WithoutJournal, so that every commit replaces the
 // file. The "+journal" modes do the same with the journal (the default), so
-// that kills land during appends, compactions and replays.
+// that kills land during appends, compactions and replays; in
+// "phase3+journal+background" the checkpoint also holds an entry of 100 KB
+// that no worker touches, so that it compacts in the background (a
+// checkpoint of 64 KiB or more does), and kills land while a compaction's
+// goroutine writes or installs the new file as the workers go on
+// committing (the log says how many kills left its temporary file behind).
 //
 // How I checked that it has teeth (each breakage made locally, seen to
 // fail, reverted):
@@ -83,6 +89,12 @@ func crashSeed(t *testing.T) uint64 {
 //     replay taking every last line for a torn one): phase3+journal fails
 //     at the first kill with "checkpoint file: w1k2: has "", want
 //     "r0.w1.i43" (acknowledged)".
+//   - In "phase3+journal+background": records made while a compaction
+//     runs keeping the old file's base fails with "checkpoint file: w1k3:
+//     has "", want "r1.w1.i0.b" (acknowledged)"; replay without the rule
+//     that continues at the seq reached, with "the checkpoint does not
+//     load: ... the record at byte 32793 follows seq 122, after records
+//     that follow seq 1 up to seq 122".
 //   - Not bringing legacy in line at phase 2's restore (migrate/restore.go):
 //     phase2 and rolling fail within a few kills with "legacy file: w0k3:
 //     has "", want "r0.w0.i12" (acknowledged)".
@@ -98,15 +110,22 @@ func TestKillWriter(t *testing.T) {
 	// The "+journal" modes open the checkpoint WithJournal (the default):
 	// commits append to its journal, which every few hundred commits is
 	// compacted; the others WithoutJournal.
-	modes := []string{"phase1", "phase2", "phase3", "rolling", "phase3+journal", "rolling+journal"}
+	// "phase3+journal+background" deals as many kills again as a mode of
+	// the others.
+	modes := []string{"phase1", "phase2", "phase3", "rolling", "phase3+journal", "rolling+journal", "phase3+journal+background"}
+	base := len(modes) - 1
 	for mi, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
-			n := kills / len(modes)
-			if mi < kills%len(modes) {
+			n := kills / base
+			if mi < kills%base {
 				n++
 			}
 			h := newHarness(t, seed+uint64(mi))
+			mode, background := strings.CutSuffix(mode, "+background")
 			mode, h.journal = strings.CutSuffix(mode, "+journal")
+			if background {
+				h.seedBackground(t)
+			}
 			rng := rand.New(rand.NewPCG(seed, uint64(mi)))
 			phase := migrate.PhaseExpand
 			if mode != "rolling" {
@@ -128,8 +147,16 @@ func TestKillWriter(t *testing.T) {
 				if !fromStart {
 					c.waitOwner(t)
 				}
+				if background && run%2 == 1 && !fromStart {
+					// Every other kill waits for a compaction to start
+					// writing its new file, then lands within 2ms: while
+					// it writes, or installs the file and the journal.
+					h.awaitCompaction(t, c)
+					after = time.Duration(rng.IntN(2000)) * time.Microsecond
+				}
 				time.Sleep(after)
 				c.kill(t)
+				h.countCompactionLeftovers(t) // before an Open removes them
 				if mode == "rolling" {
 					// Across phase changes the checkpoint may hold part of
 					// an Update that legacy got (phase 1 writes it second).
@@ -148,6 +175,9 @@ func TestKillWriter(t *testing.T) {
 				}
 			}
 			t.Logf("%d kills in %v: %d writes acknowledged, %d restores checked, %d in flight at a kill", n, time.Since(start).Round(time.Millisecond), h.acks, h.restores, h.inflight)
+			if background {
+				t.Logf("%d kills left a temporary file of a compaction (killed while one wrote or installed the new file)", h.midCompaction)
+			}
 			assert.NotZero(t, h.acks, "no write was ever acknowledged: the kills came too early to test anything")
 		})
 	}
@@ -232,7 +262,66 @@ type harness struct {
 	pending []workOp          // writes in flight at the last kill after a restore
 
 	acks, restores, inflight int
+	midCompaction            int      // kills that left a compaction's temporary file
 	history                  []string // what happened, for the failure message
+}
+
+// padKey is the entry of "phase3+journal+background" that no worker
+// touches: 100 KB, so that the checkpoint compacts in the background.
+const padKey = "pad"
+
+// seedBackground writes the checkpoint the first child restores: padKey
+// alone, which the reference state holds from the start.
+func (h *harness) seedBackground(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	f, err := checkpoint.Open[string, string](ctx, statePath(h.dir))
+	require.NoError(t, err)
+	pad := strings.Repeat("p", 100<<10)
+	require.NoError(t, f.Save(ctx, checkpoint.Snapshot[string, string]{Meta: checkpoint.Meta{Phase: "contract"}, Entries: map[string]string{padKey: pad}}))
+	require.NoError(t, f.Close())
+	h.state[padKey] = pad
+}
+
+// compactionLeftover reports whether a temporary file of a compaction is
+// beside the checkpoint: the new file or the new journal, which the next
+// Open removes.
+func (h *harness) compactionLeftover(t *testing.T) bool {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(h.dir, ".state.json.*"))
+	require.NoError(t, err)
+	for _, n := range names {
+		if strings.Contains(n, ".tmp-") || strings.HasSuffix(n, ".journal-tmp") {
+			return true
+		}
+	}
+	return false
+}
+
+// countCompactionLeftovers counts a kill that left a temporary file of a
+// compaction.
+func (h *harness) countCompactionLeftovers(t *testing.T) {
+	t.Helper()
+	if h.compactionLeftover(t) {
+		h.midCompaction++
+	}
+}
+
+// awaitCompaction waits until the child c's checkpoint has a compaction's
+// temporary file, or c has exited, or a minute has passed (then the test
+// fails: the workers write a compaction's worth in well under a second).
+func (h *harness) awaitCompaction(t *testing.T, c *child) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !h.compactionLeftover(t) {
+		select {
+		case <-c.eof:
+			t.Fatalf("the child exited before a compaction started: stdout %q, stderr %s", c.output(), c.stderr.String())
+		default:
+		}
+		require.True(t, time.Now().Before(deadline), "no compaction started in a minute")
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 // logf records an event for the failure message.

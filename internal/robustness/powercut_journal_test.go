@@ -2,6 +2,7 @@ package robustness_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
@@ -17,10 +18,12 @@ type (
 // WithJournal (package checkpoint's journal.go): the power is cut before
 // every call of every append (the lock check, the stat of the checkpoint,
 // the open or creation of the journal, its size, the write, the fsync, the
-// close, the directory fsync of a new journal), of every compaction (the
-// whole save protocol, then the journal's removal) and of a quarantine that
-// moves a file and its journal aside; the checker loads each disk image
-// without the option (a File replays a journal it finds either way).
+// close, the directory fsync of a new journal), of every compaction inline
+// (the whole save protocol, then the journal's removal) and in the
+// background (each of its steps, with commits between them, and a save
+// that abandons it), and of a quarantine that moves a file and its journal
+// aside; the checker loads each disk image without the option (a File
+// replays a journal it finds either way).
 //
 // How I checked that they have teeth (each breakage made locally, seen to
 // fail, reverted):
@@ -40,6 +43,22 @@ type (
 //     cut between a compaction's rename and the journal's removal with
 //     "the checkpoint holds seq 4 map[b:... c:... d:...], want seq 4
 //     map[b c] or seq 5 map[c d]" (b, deleted by the compaction, back).
+//   - The background compaction's scenarios (a file of 64 KiB or more),
+//     which run each step of the compaction (compact.go) as a step of
+//     their own, with commits between them, each breakage failing "a
+//     compaction in the background while commits go on": records made
+//     while the compaction runs keeping the old file's base (54 to 281
+//     violations, "the checkpoint holds seq 4 ..., want seq 6": the
+//     records since the snapshot skipped as stale once the new file is in
+//     place); replay without the rule that continues at the seq reached
+//     ("the record at byte 48583 follows seq 4, after records that follow
+//     seq 1 up to seq 4"); the journal replaced before the new file's
+//     rename is durable (reorder: "the record at byte 0 follows seq 4, but
+//     the checkpoint is seq 1"); the new file's pieces not fsynced (half,
+//     reorder: "the checksum line is missing or malformed"); the new
+//     journal not fsynced, or its rename not followed by the directory's
+//     fsync (half, reorder, drop: "the checkpoint holds seq 6 ..., want
+//     seq 8 ...", the commits appended to the new journal lost).
 //   - Removing the journal before the file in Quarantine (disk.quarantine):
 //     fails under keep, half and reorder with "during "quarantine", keep:
 //     the checkpoint holds seq 2 map[g:1 h:2], want the original
@@ -86,7 +105,93 @@ func journalScenarios(
 	damaged := checkpointtest.Journal(jm)
 	damaged[10] ^= 0x01
 
+	// A state of at least 64 KiB, whose compactions run in the
+	// background: the commit that crosses the bound appends, and the
+	// compaction's two parts run as steps of their own, with commits
+	// before, between and after them.
+	big := strings.Repeat("x", 12000)
+	var bg []string
+	for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
+		bg = append(bg, k, big)
+	}
+	bgSnap := func(seq uint64, kv ...string) pcState {
+		s := snap(seq, append(append([]string{}, bg...), kv...)...)
+		for k, v := range s.entries {
+			if v == "" {
+				delete(s.entries, k)
+			}
+		}
+		return s
+	}
+	// compaction runs the next n steps of the one compaction started (see
+	// fsystest.WithCompactions): write the new file; rename it into place;
+	// make the rename durable; write the new journal; rename it into
+	// place; remove what is left.
+	compaction := func(n int) pcRun {
+		return func(e *pcEnv) error {
+			if len(e.comp.jobs) != 1 {
+				return fmt.Errorf("%d compactions started, want 1", len(e.comp.jobs))
+			}
+			e.comp.jobs[0].step(n)
+			return nil
+		}
+	}
+
 	return []powerScenario{
+		{
+			name: "journal: a compaction in the background while commits go on",
+			rel:  "d/state.json",
+			opts: journal,
+			steps: []pcStep{
+				{"open", open(checkpoint.ErrNotExist), absent},
+				{"save", save(bg...), bgSnap(1)},
+				{"commit creates the journal", commit(put("g", b1)), bgSnap(2, "g", b1)},
+				{"commit appends", commit(put("h", b2)), bgSnap(3, "g", b1, "h", b2)},
+				{"commit crosses the bound and starts a compaction", commit(put("i", b3), del("a")), bgSnap(4, "a", "", "g", b1, "h", b2, "i", b3)},
+				{"commit while the compaction waits", commit(put("j", "1")), bgSnap(5, "a", "", "g", b1, "h", b2, "i", b3, "j", "1")},
+				{"compaction writes the new file", compaction(1), bgSnap(5, "a", "", "g", b1, "h", b2, "i", b3, "j", "1")},
+				{"commit while the new file waits", commit(del("b")), bgSnap(6, "a", "", "b", "", "g", b1, "h", b2, "i", b3, "j", "1")},
+				{"compaction renames the new file into place", compaction(1), bgSnap(6, "a", "", "b", "", "g", b1, "h", b2, "i", b3, "j", "1")},
+				{"commit before the rename is durable", commit(put("k", "2")), bgSnap(7, "a", "", "b", "", "g", b1, "h", b2, "i", b3, "j", "1", "k", "2")},
+				{"compaction makes the rename durable, writes the new journal", compaction(2), bgSnap(7, "a", "", "b", "", "g", b1, "h", b2, "i", b3, "j", "1", "k", "2")},
+				{"commit while the new journal waits", commit(del("c")), bgSnap(8, "a", "", "b", "", "c", "", "g", b1, "h", b2, "i", b3, "j", "1", "k", "2")},
+				{"compaction renames the new journal into place", compaction(2), bgSnap(8, "a", "", "b", "", "c", "", "g", b1, "h", b2, "i", b3, "j", "1", "k", "2")},
+				{"commit after the compaction", commit(put("l", "3")), bgSnap(9, "a", "", "b", "", "c", "", "g", b1, "h", b2, "i", b3, "j", "1", "k", "2", "l", "3")},
+			},
+		},
+		{
+			name: "journal: a save abandons a compaction in the background",
+			rel:  "state.json",
+			opts: journal,
+			steps: []pcStep{
+				{"open", open(checkpoint.ErrNotExist), absent},
+				{"save", save(bg...), bgSnap(1)},
+				{"commit creates the journal", commit(put("g", b1)), bgSnap(2, "g", b1)},
+				{"commit appends", commit(put("h", b2)), bgSnap(3, "g", b1, "h", b2)},
+				{"commit crosses the bound and starts a compaction", commit(put("i", b3)), bgSnap(4, "g", b1, "h", b2, "i", b3)},
+				{"compaction writes the new file", compaction(1), bgSnap(4, "g", b1, "h", b2, "i", b3)},
+				{"save abandons it", save("z", "1"), snap(5, "z", "1")},
+				{"the abandoned compaction ends", compaction(5), snap(5, "z", "1")},
+				{"commit", commit(put("y", "2")), snap(6, "z", "1", "y", "2")},
+			},
+		},
+		{
+			name: "journal: a save abandons a compaction in the background once its file is in place",
+			rel:  "state.json",
+			opts: journal,
+			steps: []pcStep{
+				{"open", open(checkpoint.ErrNotExist), absent},
+				{"save", save(bg...), bgSnap(1)},
+				{"commit creates the journal", commit(put("g", b1)), bgSnap(2, "g", b1)},
+				{"commit appends", commit(put("h", b2)), bgSnap(3, "g", b1, "h", b2)},
+				{"commit crosses the bound and starts a compaction", commit(put("i", b3)), bgSnap(4, "g", b1, "h", b2, "i", b3)},
+				{"compaction writes and renames the new file", compaction(3), bgSnap(4, "g", b1, "h", b2, "i", b3)},
+				{"commit before the new journal", commit(put("x", "0")), bgSnap(5, "g", b1, "h", b2, "i", b3, "x", "0")},
+				{"save abandons it", save("z", "1"), snap(6, "z", "1")},
+				{"the abandoned compaction ends", compaction(3), snap(6, "z", "1")},
+				{"commit", commit(put("y", "2")), snap(7, "z", "1", "y", "2")},
+			},
+		},
 		{
 			name: "journal: appends, compaction, save",
 			rel:  "d/state.json",

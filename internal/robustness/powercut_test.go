@@ -131,6 +131,39 @@ type pcEnv struct {
 	path string
 	opts []checkpoint.Option // the scenario's, for Open
 	f    *checkpoint.File[string, string]
+	// comp holds the background compactions the File starts
+	// (fsystest.WithCompactions), for steps to run in order.
+	comp pcCompactions
+}
+
+// pcCompactions holds a File's background compactions until a step runs
+// their parts; every Open of the harness gives it the File, so that the
+// calls of a compaction come in the scenario's order, cut by cut.
+type pcCompactions struct{ jobs []*pcCompaction }
+
+// pcCompaction is a compaction's steps, and how many have run.
+type pcCompaction struct {
+	steps []func()
+	ran   int
+}
+
+func (c *pcCompactions) run(steps []func()) {
+	c.jobs = append(c.jobs, &pcCompaction{steps: steps})
+}
+
+// step runs the next n steps of the compaction.
+func (j *pcCompaction) step(n int) {
+	for ; n > 0 && j.ran < len(j.steps); n-- {
+		j.ran++
+		j.steps[j.ran-1]()
+	}
+}
+
+// finish runs what is left of every compaction (Close waits for them).
+func (c *pcCompactions) finish() {
+	for _, j := range c.jobs {
+		j.step(len(j.steps))
+	}
 }
 
 type pcStep struct {
@@ -163,7 +196,7 @@ func snap(seq uint64, kv ...string) pcState {
 func powerScenarios() []powerScenario {
 	open := func(wantLoad error) func(e *pcEnv) error {
 		return func(e *pcEnv) error {
-			f, err := checkpoint.Open[string, string](e.ctx, e.path, append([]checkpoint.Option{fsystest.WithFS(e.fs)}, e.opts...)...)
+			f, err := checkpoint.Open[string, string](e.ctx, e.path, append([]checkpoint.Option{fsystest.WithFS(e.fs), fsystest.WithCompactions(e.comp.run)}, e.opts...)...)
 			if err != nil {
 				return err
 			}
@@ -401,6 +434,7 @@ func run(t *testing.T, p *robustness.PowerFS, sc powerScenario, cut int) (acked 
 	}
 	e := &pcEnv{ctx: context.Background(), fs: p, path: filepath.Join(powerRoot, sc.rel), opts: sc.opts}
 	defer func() {
+		e.comp.finish()
 		if e.f != nil {
 			_ = e.f.Close()
 		}

@@ -15,3 +15,15 @@ import (
 func WithFS(f fsys.FS) checkpoint.Option {
 	return fsys.CheckpointOption(f).(checkpoint.Option)
 }
+
+// WithCompactions returns the option that makes a checkpoint.File run its
+// background compactions through run instead of in a goroutine: run gets
+// each compaction's steps (the new file written, off the File's mutex;
+// renamed into place, under it; its name made durable and the new journal
+// written, off it; the journal renamed into place, under it; what is left
+// removed, off it), and must call every one, in order, once each, when the
+// test chooses (Close waits for the last). Only this module's tests can
+// reach it, as WithFS.
+func WithCompactions(run func(steps []func())) checkpoint.Option {
+	return fsys.CompactionsOption(run).(checkpoint.Option)
+}
