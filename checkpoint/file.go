@@ -2,111 +2,29 @@ package checkpoint
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 
-	"go.uber.org/zap"
-
-	"github.com/phaseshift/phaseshift/internal/fsys"
+	"github.com/phaseshift/phaseshift/internal/engine"
 )
 
-// File is a checkpoint file on disk, owned by this File from Open to Close.
-//
-// Keys must read back from JSON as themselves (==): Save and Commit refuse
-// a key that would not (invalid UTF-8, a time.Time with a monotonic reading
-// or a *time.Location, a non-nil pointer, a difference only in unexported
-// fields; see the package documentation) with an *EncodeError matching
-// ErrEncode, and write nothing.
-//
-// All methods are safe for concurrent use; they run one at a time.
-type File[K comparable, V any] struct {
-	c    *core[K, V]
-	disk *disk
-}
-
-// Open opens the checkpoint at path, which need not exist yet.
-//
-// Open creates path's directory if it is missing (mode 0700, made durable
-// by an fsync of its parent, so that the first save survives a power cut),
-// checks it (ErrUnsafe for a directory another user owns or others may
-// write; see the package documentation's Security section), takes an
-// exclusive lock on path+".lock" (mode 0600) for the life of the File, and
-// then removes the temporary files that a save of this checkpoint
-// interrupted by a crash left next to path (only those: another
-// checkpoint's, in the same directory, are left alone). If the lock file
-// is removed later (with its directory, say), the next save or quarantine
-// takes the lock at the path again, or fails with ErrLocked if another
-// File has taken it.
-// When another File holds the lock, in this process or another, Open waits
-// until ctx is done (or the WithLockWait bound elapses) and returns an error
-// matching ErrLocked that names the path and, when it can, the holder's PID
-// (the kernel's, from /proc/locks, before the one the lock file records).
-//
-// Open reads nothing: call Load.
-func Open[K comparable, V any](ctx context.Context, path string, opts ...Option) (*File[K, V], error) {
-	cfg, err := configure[K, V](opts)
-	if err != nil {
-		return nil, err
-	}
-	if path == "" {
-		return nil, fmt.Errorf("checkpoint: %w: the path is empty: give the file to keep the checkpoint in, e.g. /var/run/mydaemon/state.json", ErrInvalidOption)
-	}
-	path = filepath.Clean(path)
-	var bootID string
-	if cfg.bootID != nil {
-		if bootID, err = cfg.bootID(); err != nil {
-			return nil, fmt.Errorf("checkpoint %s: boot ID: %w", path, err)
-		}
-	}
-	if cfg.fs == nil {
-		cfg.fs = fsys.OS{}
-	}
-	d := &disk{
-		fs:      cfg.fs,
-		path:    path,
-		dir:     filepath.Dir(path),
-		prev:    path + ".prev",
-		prevTmp: filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".prev-tmp"),
-		lock:    path + ".lock",
-		journal: path + ".journal",
-		appends: cfg.journal,
-		mode:    cfg.mode,
-		log:     cfg.logger,
-	}
-	if err := d.makeDir(); err != nil {
-		return nil, pathError("open: directory", d.dir, err)
-	}
-	if _, real := cfg.fs.(fsys.OS); real {
-		if above := fsys.WritableAbove(d.dir); above != "" {
-			cfg.logger.Warn("a directory above the checkpoint's may be written by other users, who could move the checkpoint's directory away and put another in its place: chmod go-w it, or keep the checkpoint elsewhere",
-				zap.String("path", path), zap.String("directory", above))
-		}
-	}
-	if err := d.acquire(ctx, cfg.lockWait); err != nil {
-		return nil, err
-	}
-	if n, err := d.removeLeftovers(); err != nil {
-		d.release()
-		return nil, pathError("open: remove leftover temporary files", d.dir, err)
-	} else if n > 0 {
-		cfg.logger.Info("removed temporary files left by an interrupted save", zap.String("path", path), zap.Int("count", n))
-	}
-	return &File[K, V]{c: newCore[K, V](cfg, d, bootID), disk: d}, nil
-}
-
 // Path returns the checkpoint's path.
-func (f *File[K, V]) Path() string { return f.disk.path }
+func (f *File[K, V]) Path() string {
+	return (*engine.File[K, V])(f).Path()
+}
 
 // BootID returns the boot ID this File stamps into saved files, or "" when
 // it was opened without WithBootID.
-func (f *File[K, V]) BootID() string { return f.c.bootID }
+func (f *File[K, V]) BootID() string {
+	return (*engine.File[K, V])(f).BootID()
+}
 
 // Size returns the size in bytes of the checkpoint, its journal included,
 // as this File last read it (Load, whether or not it could use what it
 // read) or wrote it (Save, Commit); 0 before either, when Load found no
 // file, and after Quarantine.
 // It does not touch the disk and does not wait for a save in progress.
-func (f *File[K, V]) Size() int64 { return f.c.size.Load() }
+func (f *File[K, V]) Size() int64 {
+	return (*engine.File[K, V])(f).Size()
+}
 
 // Journal returns what the checkpoint's journal (see WithJournal) held at
 // the last Load, torn record included, and what Commit appended since; a
@@ -114,7 +32,9 @@ func (f *File[K, V]) Size() int64 { return f.c.size.Load() }
 // (Torn stays until the next Load), and it says whether a compaction runs
 // in the background and why the last one failed. It does not touch the
 // disk; it waits for a save in progress.
-func (f *File[K, V]) Journal() JournalStatus { return f.c.journal() }
+func (f *File[K, V]) Journal() JournalStatus {
+	return (*engine.File[K, V])(f).Journal()
+}
 
 // Load reads and checks the checkpoint and returns it, with its journal,
 // if there is one, replayed over it (whether or not this File was opened
@@ -132,7 +52,7 @@ func (f *File[K, V]) Journal() JournalStatus { return f.c.journal() }
 // ErrNotExist, Save and Commit refuse to replace the file until Quarantine
 // has moved it aside.
 func (f *File[K, V]) Load(ctx context.Context) (Snapshot[K, V], error) {
-	return f.c.load(ctx)
+	return (*engine.File[K, V])(f).Load(ctx)
 }
 
 // Save replaces the checkpoint with s, durably: it returns nil only once the
@@ -156,7 +76,7 @@ func (f *File[K, V]) Load(ctx context.Context) (Snapshot[K, V], error) {
 // written fails Save with an *EncodeError (ErrEncode) before anything on
 // disk changes.
 func (f *File[K, V]) Save(ctx context.Context, s Snapshot[K, V]) error {
-	return f.c.save(ctx, s)
+	return (*engine.File[K, V])(f).Save(ctx, s)
 }
 
 // Commit saves the checkpoint as it was last loaded or saved, with changes
@@ -171,7 +91,7 @@ func (f *File[K, V]) Save(ctx context.Context, s Snapshot[K, V]) error {
 // An entry that cannot be written fails Commit with an *EncodeError whose
 // Index is the position of its change.
 func (f *File[K, V]) Commit(ctx context.Context, m Meta, changes []Change[K, V]) error {
-	return f.c.commit(ctx, m, changes)
+	return (*engine.File[K, V])(f).Commit(ctx, m, changes)
 }
 
 // CommitEncoded is Commit for changes EncodeChange encoded beforehand: it
@@ -184,7 +104,7 @@ func (f *File[K, V]) Commit(ctx context.Context, m Meta, changes []Change[K, V])
 // a *Memory) itself, so that a wrapper that embeds a File and has its own
 // Commit (to count, or to change the values) is never bypassed.
 func (f *File[K, V]) CommitEncoded(ctx context.Context, m Meta, changes []EncodedChange[K, V]) error {
-	return f.c.commitEncoded(ctx, m, changes)
+	return (*engine.File[K, V])(f).CommitEncoded(ctx, m, changes)
 }
 
 // Quarantine moves the checkpoint aside to path+".corrupt-<UTC time>" for
@@ -194,7 +114,7 @@ func (f *File[K, V]) CommitEncoded(ctx context.Context, m Meta, changes []Encode
 // keeps its 5 newest quarantined copies: Quarantine removes older ones
 // (see the package documentation's Kept copies).
 func (f *File[K, V]) Quarantine(ctx context.Context) (string, error) {
-	return f.c.quarantine(ctx)
+	return (*engine.File[K, V])(f).Quarantine(ctx)
 }
 
 // Close releases the lock. A compaction running in the background is
@@ -205,5 +125,5 @@ func (f *File[K, V]) Quarantine(ctx context.Context) (string, error) {
 // Quarantine) return ErrClosed; Path, BootID, Size and Journal still
 // answer.
 func (f *File[K, V]) Close() error {
-	return f.c.close()
+	return (*engine.File[K, V])(f).Close()
 }

@@ -34,7 +34,7 @@ import (
 	"time"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
-	"github.com/phaseshift/phaseshift/checkpoint/internal/memfile"
+	"github.com/phaseshift/phaseshift/internal/engine"
 )
 
 // FailSaves makes saves (Save or Commit) of the file under m fail with err,
@@ -43,26 +43,26 @@ import (
 // nil err fails them with a generic injected error. The error returned by a
 // failed save wraps err.
 func FailSaves[K comparable, V any](m *checkpoint.Memory[K, V], n int, err error) {
-	memfile.Of(m).FailSaves(n, err)
+	engine.MemFileOf((*engine.Memory[K, V])(m)).FailSaves(n, err)
 }
 
 // SetSaveLatency makes every save take at least d, as fsync makes a real
 // one; with it, concurrent writers queue behind a save as they do on a
 // disk. Zero turns it off.
 func SetSaveLatency[K comparable, V any](m *checkpoint.Memory[K, V], d time.Duration) {
-	memfile.Of(m).SetSaveLatency(d)
+	engine.MemFileOf((*engine.Memory[K, V])(m)).SetSaveLatency(d)
 }
 
 // Saves returns how many saves of the file under m have succeeded, through
 // any handle.
 func Saves[K comparable, V any](m *checkpoint.Memory[K, V]) int {
-	return memfile.Of(m).Saves()
+	return engine.MemFileOf((*engine.Memory[K, V])(m)).Saves()
 }
 
 // SetBytes replaces the file with a copy of data (nil removes it), as if
 // another program had written it. m's next Load reads it.
 func SetBytes[K comparable, V any](m *checkpoint.Memory[K, V], data []byte) {
-	memfile.Of(m).Edit(func([]byte) []byte {
+	engine.MemFileOf((*engine.Memory[K, V])(m)).Edit(func([]byte) []byte {
 		if data == nil {
 			return nil
 		}
@@ -79,7 +79,7 @@ func Remove[K comparable, V any](m *checkpoint.Memory[K, V]) {
 // would; Load then fails with checkpoint.ErrCorrupt. Without a file (or
 // with an empty one), it writes one that is not a checkpoint.
 func Corrupt[K comparable, V any](m *checkpoint.Memory[K, V]) {
-	memfile.Of(m).Edit(func(data []byte) []byte {
+	engine.MemFileOf((*engine.Memory[K, V])(m)).Edit(func(data []byte) []byte {
 		if len(data) == 0 {
 			return []byte("not a checkpoint\n")
 		}
@@ -93,7 +93,7 @@ func Corrupt[K comparable, V any](m *checkpoint.Memory[K, V]) {
 // Load then fails with checkpoint.ErrCorrupt. Without a file, it leaves an
 // empty one.
 func Tear[K comparable, V any](m *checkpoint.Memory[K, V]) {
-	memfile.Of(m).Edit(func(data []byte) []byte {
+	engine.MemFileOf((*engine.Memory[K, V])(m)).Edit(func(data []byte) []byte {
 		return append([]byte{}, data[:len(data)/2]...) // never nil: a file stays
 
 	})
@@ -105,19 +105,19 @@ func Tear[K comparable, V any](m *checkpoint.Memory[K, V]) {
 // returns an error, and changes nothing, if there is no intact file to
 // rewrite.
 func SetSchema[K comparable, V any](m *checkpoint.Memory[K, V], schema int) error {
-	return memfile.Of(m).SetSchema(schema)
+	return engine.MemFileOf((*engine.Memory[K, V])(m)).SetSchema(schema)
 }
 
 // Quarantined returns copies of the files Quarantine moved aside, through
 // any handle, oldest first.
 func Quarantined[K comparable, V any](m *checkpoint.Memory[K, V]) [][]byte {
-	return memfile.Of(m).Quarantined()
+	return engine.MemFileOf((*engine.Memory[K, V])(m)).Quarantined()
 }
 
 // Prev returns a copy of the previous file the last save kept (File keeps
 // it as path+".prev"), or nil.
 func Prev[K comparable, V any](m *checkpoint.Memory[K, V]) []byte {
-	return memfile.Of(m).Prev()
+	return engine.MemFileOf((*engine.Memory[K, V])(m)).Prev()
 }
 
 // TestingT is the part of *testing.T that NewMemory and Reopen use.
@@ -149,14 +149,14 @@ func Reopen[K comparable, V any](t TestingT, m *checkpoint.Memory[K, V], opts ..
 // Journal returns a copy of the journal beside the file under m (the
 // default; see checkpoint.WithJournal), or nil if there is none.
 func Journal[K comparable, V any](m *checkpoint.Memory[K, V]) []byte {
-	return memfile.Of(m).Journal()
+	return engine.MemFileOf((*engine.Memory[K, V])(m)).Journal()
 }
 
 // SetJournal replaces the journal beside the file with a copy of data (nil
 // removes it), as a crash or another program might have left it. m's next
 // Load replays it.
 func SetJournal[K comparable, V any](m *checkpoint.Memory[K, V], data []byte) {
-	memfile.Of(m).EditJournal(func([]byte) []byte {
+	engine.MemFileOf((*engine.Memory[K, V])(m)).EditJournal(func([]byte) []byte {
 		if data == nil {
 			return nil
 		}

@@ -64,7 +64,7 @@ func build(t *testing.T) (ipam, phaseshift string) {
 	}()
 	go func() {
 		defer wg.Done()
-		phaseshift, errCmd = testbin.Build(binDir, "phaseshift", "github.com/phaseshift/phaseshift/checkpoint/cmd/phaseshift", nil, nil)
+		phaseshift, errCmd = testbin.Build(binDir, "phaseshift", "github.com/phaseshift/phaseshift/cmd/phaseshift", nil, nil)
 	}()
 	wg.Wait()
 	require.NoError(t, errors.Join(errIPAM, errCmd))

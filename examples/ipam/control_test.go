@@ -30,7 +30,7 @@ import (
 func TestPhaseshiftDeletesThroughTheControlSocket(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	bin, err := testbin.Build(t.TempDir(), "phaseshift", "github.com/phaseshift/phaseshift/checkpoint/cmd/phaseshift", nil, nil)
+	bin, err := testbin.Build(t.TempDir(), "phaseshift", "github.com/phaseshift/phaseshift/cmd/phaseshift", nil, nil)
 	require.NoError(t, err)
 	_, l := runtimeFor(t)
 	endpoint := l.Endpoint()

@@ -80,7 +80,7 @@
 //
 // With --serve --control-socket the daemon serves its Store on
 // <state>.control.sock (package migrate/control, owner-only), and the
-// phaseshift command (checkpoint/cmd/phaseshift) lists, reads and deletes
+// phaseshift command (cmd/phaseshift) lists, reads and deletes
 // entries through it while the daemon runs:
 //
 //	phaseshift delete /var/run/ipam.json '{"network":"demo-net","containerID":"c1","ifName":"eth0"}'

@@ -4,10 +4,10 @@
 // under a real checkpoint.File.
 //
 // Production code gets [OS]. A test selects another FS with the option
-// fsystest.WithFS, which package checkpoint hands out through
-// [CheckpointOption]: nothing in the public API of the module exposes the
-// seam (like renameio's and raft's unexported test hooks), and no caller's
-// context can change which file system a checkpoint uses.
+// fsystest.WithFS, which is package internal/engine's WithFS: nothing in
+// the public API of the module exposes the seam (package checkpoint does
+// not re-export it), and no caller's context can change which file system
+// a checkpoint uses.
 //
 // # Caveats
 //
@@ -156,15 +156,6 @@ func TempOf(name string) (targetBase string, ok bool) {
 	}
 	return name[1:end], true
 }
-
-// CheckpointOption is the test hook that puts an FS under a
-// checkpoint.File: package checkpoint sets it, in an init, to a function
-// returning its unexported option withFS(f) as a checkpoint.Option. It is
-// typed any because this package cannot name checkpoint.Option (checkpoint
-// imports it); fsystest.WithFS asserts the type. Only this module can import
-// this package, so the hook is out of the public API, as grpc keeps its own
-// test hooks in its internal package.
-var CheckpointOption func(f FS) any
 
 // OS is the real file system.
 type OS struct{}

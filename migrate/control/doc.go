@@ -1,6 +1,6 @@
 // Package control serves a daemon's own migrate.Store on a local unix
 // socket, so that an operator can list, read and delete entries of a
-// running daemon with the phaseshift command (checkpoint/cmd/phaseshift)
+// running daemon with the phaseshift command (cmd/phaseshift)
 // without stopping it: a delete goes through the Store's Delete, so that
 // what the daemon serves and what its checkpoint holds agree afterwards.
 // With [WithReport] it also serves the restore's report - the keys of the

@@ -1,7 +1,7 @@
 package fsystest
 
 import (
-	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/internal/engine"
 	"github.com/phaseshift/phaseshift/internal/fsys"
 )
 
@@ -9,12 +9,11 @@ import (
 // any other fsys.FS (internal/robustness's PowerFS), instead of the
 // operating system's file system. It is the only way to put another file
 // system under a checkpoint.File, and only this module's tests can reach
-// it: the option is package checkpoint's unexported withFS, handed out
-// through fsys.CheckpointOption. A nil f makes Open fail with
-// checkpoint.ErrInvalidOption.
-func WithFS(f fsys.FS) checkpoint.Option {
-	return fsys.CheckpointOption(f).(checkpoint.Option)
-}
+// it: it is package internal/engine's WithFS, which package checkpoint
+// does not re-export. A nil f makes Open fail with
+// checkpoint.ErrInvalidOption. The option is a checkpoint.Option (an
+// alias of engine.Option).
+func WithFS(f fsys.FS) engine.Option { return engine.WithFS(f) }
 
 // WithCompactions returns the option that makes a checkpoint.File run its
 // background compactions through run instead of in a goroutine: run gets
@@ -24,6 +23,6 @@ func WithFS(f fsys.FS) checkpoint.Option {
 // removed, off it), and must call every one, in order, once each, when the
 // test chooses (Close waits for the last). Only this module's tests can
 // reach it, as WithFS.
-func WithCompactions(run func(steps []func())) checkpoint.Option {
-	return fsys.CompactionsOption(run).(checkpoint.Option)
+func WithCompactions(run func(steps []func())) engine.Option {
+	return engine.WithCompactions(run)
 }

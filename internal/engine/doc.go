@@ -1,0 +1,29 @@
+// Package engine is the checkpoint file's engine: the in-memory state and
+// its commit path (core.go), the file format (format.go, decode.go,
+// encode.go), the index of entries (index.go), the rule that keys read
+// back as themselves (keys.go), the write protocol on disk (disk.go), the
+// journal (journal*.go) and its background compaction (compact.go), the
+// kept copies (kept.go), the in-memory backend (memory.go), and the raw
+// reading and repairing the phaseshift command needs (tool.go).
+//
+// Package checkpoint is its public face: it re-exports the types, options
+// and errors documented there, and wraps File and Memory. Everything a
+// user calls is documented in package checkpoint; the exported names here
+// that checkpoint does not re-export are for this module alone: ReadRaw,
+// LockRaw, NamesOf and Kept for cmd/phaseshift, MemFileOf for
+// checkpoint/checkpointtest, WithFS and WithCompactions for tests (through
+// internal/fsys/fsystest).
+//
+// Imports run one way: this package imports internal/fsys, internal/rawfile,
+// internal/memfile and internal/jsonvalue, and nothing that imports it
+// (internal/conventions checks the direction).
+//
+// # Caveats
+//
+//   - The functions for the command and the tests read and write any
+//     checkpoint, of any types, without the checks a daemon's types give
+//     (unknown fields, its schema): they are not an API for programs,
+//     which use checkpoint.File.
+//   - WithFS puts any file system under a File; nothing outside this
+//     module can reach it, and nothing in production code calls it.
+package engine

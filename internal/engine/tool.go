@@ -1,0 +1,449 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/phaseshift/phaseshift/internal/fsys"
+	"github.com/phaseshift/phaseshift/internal/rawfile"
+)
+
+// What the phaseshift command (cmd/phaseshift) needs beyond the public
+// API: reading a checkpoint of any types and schema without its lock, the
+// header and checksum verdict of a file that does not load, and writing a
+// repaired file over one that could not be read. The command calls these
+// functions (ReadRaw, LockRaw, NamesOf, Kept) directly; package checkpoint
+// does not re-export them, so they stay out of the API, and they run on
+// the same core, decoder and write protocol as File, so that the command
+// sees what a daemon's Load would restore.
+
+type rawCore = core[rawfile.Key, json.RawMessage]
+
+// NamesOf returns the names Open and quarantine give the files beside path.
+func NamesOf(path string) rawfile.Names {
+	path = filepath.Clean(path)
+	return rawfile.Names{Prev: path + ".prev", Lock: path + ".lock"}
+}
+
+// primed is a backend whose next read of the file, and of the journal,
+// returns bytes already read, so that the header a caller looked at, the
+// entries the core decodes and the journal's damage this file finds come
+// from one version of each. It is used by one goroutine at a time (the
+// command's), like everything in this file but the core's own methods.
+type primed struct {
+	backend
+	data, jdata   []byte
+	err, jerr     error
+	ready, jready bool
+}
+
+func (p *primed) read() ([]byte, error) {
+	if p.ready {
+		p.ready = false
+		return p.data, p.err
+	}
+	return p.backend.read()
+}
+
+func (p *primed) readJournal() ([]byte, error) {
+	if p.jready {
+		p.jready = false
+		return p.jdata, p.jerr
+	}
+	return p.backend.readJournal()
+}
+
+// prime makes the next reads return data and jdata.
+func (p *primed) prime(data []byte, err error, jdata []byte, jerr error) {
+	p.data, p.err, p.ready = data, err, true
+	p.jdata, p.jerr, p.jready = jdata, jerr, true
+}
+
+// readOnly is the backend of a checkpoint read without its lock: the file
+// and its journal, which Load replays as a daemon's would.
+type readOnly struct {
+	fs   fsys.FS
+	path string
+}
+
+var errReadOnly = errors.New("opened for reading only")
+
+func (r *readOnly) name() string                 { return r.path }
+func (r *readOnly) read() ([]byte, error)        { return r.fs.ReadFile(r.path) }
+func (r *readOnly) replace([]byte, onDisk) error { return pathError("save", r.path, errReadOnly) }
+func (r *readOnly) quarantine() (string, error) {
+	return "", pathError("quarantine", r.path, errReadOnly)
+}
+func (r *readOnly) close() error { return nil }
+
+// The journal is read, and replayed by Load, so that the command shows
+// what a daemon's Load would restore; it is never written.
+func (r *readOnly) journalName() string          { return r.path + ".journal" }
+func (r *readOnly) readJournal() ([]byte, error) { return r.fs.ReadFile(r.journalName()) }
+func (r *readOnly) appendJournal([]byte, int64, onDisk) error {
+	return pathError("commit", r.path, errReadOnly)
+}
+func (r *readOnly) removeJournal() error { return pathError("save", r.path, errReadOnly) }
+
+func ReadRaw(ctx context.Context, path string, opt rawfile.Options) *rawfile.File {
+	cfg, _ := configure[rawfile.Key, json.RawMessage](nil) // no options: cannot fail
+	p := &primed{backend: &readOnly{fs: fsys.OS{}, path: filepath.Clean(path)}}
+	c := newCore[rawfile.Key, json.RawMessage](cfg, p, "")
+	return loadRaw(ctx, c, p, opt)
+}
+
+// loadRaw reads the file once and its journal once, learns the file's
+// header and checksum verdict, sets the core's schema to the file's (the
+// raw types read every schema as it is), has the core load that same data,
+// and, if Load refused the journal, finds where it is damaged.
+func loadRaw(ctx context.Context, c *rawCore, p *primed, opt rawfile.Options) *rawfile.File {
+	out := &rawfile.File{Path: p.name(), Size: -1}
+	data, err := p.backend.read()
+	jdata, jerr := p.backend.readJournal()
+	if err == nil {
+		out.Size = int64(len(data))
+		var m Meta
+		m, out.HeaderErr = headerOf(data)
+		out.Header = rawfile.Header(m)
+		_, out.ChecksumErr = checkSum(data)
+		if opt.IgnoreChecksum && out.ChecksumErr != nil {
+			if fixed, ok := withFreshChecksum(data); ok {
+				data = fixed
+			}
+		}
+		c.mu.Lock()
+		c.cfg.schema = max(m.Schema, 1) // a schema below 1 is reported by decode
+		c.mu.Unlock()
+	}
+	loadPrimed(ctx, c, p, out, data, err, jdata, jerr)
+	if out.Err != nil && jerr == nil {
+		out.Journal.Damage = journalDamage(c, data, err, jdata, p.journalName(), out.Err)
+	}
+	if d := out.Journal.Damage; d != nil && opt.JournalUpToDamage && !d.FileMissing {
+		damaged := out.Journal
+		loadPrimed(ctx, c, p, out, data, err, jdata[:d.Offset], nil)
+		out.Journal = damaged
+	}
+	return out
+}
+
+// loadPrimed has the core load data and jdata, and fills in what Load
+// returned.
+func loadPrimed(ctx context.Context, c *rawCore, p *primed, out *rawfile.File, data []byte, err error, jdata []byte, jerr error) {
+	p.prime(data, err, jdata, jerr)
+	snap, lerr := c.load(ctx)
+	p.ready, p.jready = false, false
+	out.Err = lerr
+	out.Entries = rawEntries(c, snap, lerr == nil)
+	out.Meta = rawfile.Header(snap.Meta)
+	if snap.Meta.Format == 0 {
+		out.Meta = out.Header // Load failed before it read a header
+	}
+	out.Journal = rawJournal(c, p.journalName(), jdata, jerr, snap.Meta.Seq)
+}
+
+// rawJournal says what the journal beside the file held at the load: seq
+// is the Seq of the state Load returned (the last record's, when records
+// were replayed).
+func rawJournal(c *rawCore, name string, jdata []byte, jerr error, seq uint64) rawfile.Journal {
+	st := c.journal()
+	j := rawfile.Journal{Path: name, Exists: jerr == nil, Bytes: int64(len(jdata)), Records: st.Records, Stale: st.Stale, Seq: seq}
+	if st.Torn != nil {
+		j.TornBytes = st.Torn.Bytes
+	}
+	j.All = journalRun(jdata, 0)
+	return j
+}
+
+// journalDamage says where the journal jdata is damaged, when lerr, the
+// error of the Load of data (read with err) and jdata, came from it: a
+// record that is not whole or out of sequence before the last, or a
+// journal whose file is missing. It replays the journal as Load did, with
+// the same rules (replay), so that the damage it reports is where Load
+// stopped; it is nil when the file itself is what Load refused.
+func journalDamage(c *rawCore, data []byte, err error, jdata []byte, name string, lerr error) *rawfile.Damage {
+	if errors.Is(err, fs.ErrNotExist) {
+		if len(jdata) == 0 {
+			return nil
+		}
+		return &rawfile.Damage{FileMissing: true, Reason: "the checkpoint the records follow is missing", After: journalRun(jdata, 0)}
+	}
+	if err != nil || !errors.Is(lerr, ErrCorrupt) {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	res, derr := decode[rawfile.Key, json.RawMessage](data, &c.cfg, c.enc)
+	if derr != nil {
+		return nil
+	}
+	rp, rerr := replay(jdata, name, &res, &c.cfg, c.enc, len(res.ents.lines))
+	if !errors.Is(rerr, ErrCorrupt) {
+		return nil
+	}
+	off := rp.valid
+	end := int64(len(jdata))
+	if nl := bytes.IndexByte(jdata[off:], '\n'); nl >= 0 {
+		end = off + int64(nl) + 1
+	}
+	d := &rawfile.Damage{Offset: off, Bytes: end - off, Before: journalRun(jdata[:off], 0), After: journalRun(jdata[end:], end)}
+	rec, perr := parseRecord(bytes.TrimSuffix(jdata[off:end], []byte("\n")))
+	if perr != nil {
+		d.Reason = perr.Error() + ", and it is not the last record: not what a crash leaves"
+	} else {
+		// Out of sequence, or following another file: replay's own words.
+		d.Seq = rec.seq
+		d.Reason = strings.TrimPrefix(rerr.Error(), fmt.Sprintf("%v: journal %s: the record at byte %d ", ErrCorrupt, name, off))
+	}
+	return d
+}
+
+// journalRun describes the records of data, which starts at byte offset of
+// its journal: how many, and the seqs of the first and last that read.
+func journalRun(data []byte, offset int64) rawfile.Run {
+	r := rawfile.Run{Offset: offset, Bytes: int64(len(data))}
+	for len(data) > 0 {
+		line := data
+		if nl := bytes.IndexByte(data, '\n'); nl >= 0 {
+			line, data = data[:nl], data[nl+1:]
+		} else {
+			data = nil
+		}
+		r.Records++
+		if rec, err := parseRecord(line); err == nil {
+			if r.FirstSeq == 0 {
+				r.FirstSeq = rec.seq
+			}
+			r.LastSeq = rec.seq
+		}
+	}
+	return r
+}
+
+// rawEntries lists snap's entries in the file's order when the core holds
+// them (a clean load), and sorted by key otherwise.
+func rawEntries(c *rawCore, snap Snapshot[rawfile.Key, json.RawMessage], clean bool) []rawfile.Entry {
+	ents := make([]rawfile.Entry, 0, len(snap.Entries))
+	if clean {
+		c.mu.Lock()
+		for _, line := range c.ents.lines {
+			if line == nil {
+				continue // a deleted entry
+			}
+			if k, ok := lineKey[rawfile.Key](line); ok {
+				ents = append(ents, rawfile.Entry{Key: k, Value: snap.Entries[k]})
+			}
+		}
+		c.mu.Unlock()
+		if len(ents) == len(snap.Entries) {
+			return ents
+		}
+		ents = ents[:0]
+	}
+	for k, v := range snap.Entries {
+		ents = append(ents, rawfile.Entry{Key: k, Value: v})
+	}
+	slices.SortFunc(ents, func(a, b rawfile.Entry) int { return strings.Compare(string(a.Key), string(b.Key)) })
+	return ents
+}
+
+// headerOf reads the header of data whether or not its checksum holds:
+// the header of a hand-edited or bit-flipped file still says who wrote it.
+// A header of a newer format is returned with a nil error.
+func headerOf(data []byte) (Meta, error) {
+	if !bytes.HasPrefix(data, []byte(fileStart)) {
+		return Meta{}, corrupt("the file does not start with %q", fileStart)
+	}
+	i := bytes.Index(data, []byte("\n"+entriesStart))
+	if i < 0 {
+		return Meta{}, corrupt("the entries list is missing")
+	}
+	m, err := parseHeader(data[:i])
+	if errors.Is(err, ErrNewerSchema) {
+		err = nil
+	}
+	return m, err
+}
+
+// withFreshChecksum returns data with the checksum its content hashes to,
+// if its checksum line has the writer's shape.
+func withFreshChecksum(data []byte) ([]byte, bool) {
+	if len(data) < trailerLen {
+		return nil, false
+	}
+	body, trailer := data[:len(data)-trailerLen], data[len(data)-trailerLen:]
+	if !bytes.HasPrefix(trailer, []byte(checksumStart)) || !bytes.HasSuffix(trailer, []byte(checksumEnd)) {
+		return nil, false
+	}
+	sum := crc32.Checksum(body, castagnoli)
+	out := append(slices.Clip(body), checksumStart...)
+	out = hex.AppendEncode(out, []byte{byte(sum >> 24), byte(sum >> 16), byte(sum >> 8), byte(sum)})
+	return append(out, checksumEnd...), true
+}
+
+// rawLocked is a checkpoint of raw types opened under its lock.
+type rawLocked struct {
+	f *File[rawfile.Key, json.RawMessage]
+	p *primed
+}
+
+func LockRaw(ctx context.Context, path string, wait time.Duration) (rawfile.Locked, error) {
+	// WithoutJournal: a repair writes the whole file, folding the journal
+	// into it (delete), whatever the daemon that owns the file does.
+	f, err := Open[rawfile.Key, json.RawMessage](ctx, path, WithLockWait(wait), WithoutJournal())
+	if err != nil {
+		return nil, err
+	}
+	p := &primed{backend: f.c.be}
+	f.c.be = p
+	return &rawLocked{f: f, p: p}, nil
+}
+
+func (l *rawLocked) Read(ctx context.Context, opt rawfile.Options) *rawfile.File {
+	return loadRaw(ctx, l.f.c, l.p, opt)
+}
+
+func (l *rawLocked) Delete(ctx context.Context, h rawfile.Header, key rawfile.Key) error {
+	return l.f.Commit(ctx, Meta(h), []Change[rawfile.Key, json.RawMessage]{{Key: key, Delete: true}})
+}
+
+func (l *rawLocked) Close() error { return l.f.Close() }
+
+func (l *rawLocked) KeepCopy(ctx context.Context, verb string) (string, error) {
+	c := l.f.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.check(ctx); err != nil {
+		return "", err
+	}
+	return l.f.disk.keepCopy(verb)
+}
+
+func (l *rawLocked) PruneKept(ctx context.Context) ([]string, error) {
+	c := l.f.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.check(ctx); err != nil {
+		return nil, err
+	}
+	return l.f.disk.pruneKept(rawfile.WhyRepair), nil
+}
+
+func (l *rawLocked) Replace(ctx context.Context, h rawfile.Header, entries []rawfile.Entry, seqAbove uint64) error {
+	c := l.f.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.check(ctx); err != nil {
+		return err
+	}
+	lines := make([][]byte, 0, len(entries))
+	for i, e := range entries {
+		line, err := encodeEntry(c.enc, &c.keys, nil, e.Key, e.Value, i)
+		if err != nil {
+			return pathError("save", c.be.name(), err)
+		}
+		lines = append(lines, line)
+	}
+	m := Meta(h)
+	// Format 1: a repaired file has no journal of its own (the journal
+	// is removed below). Its Seq is above the file's, which every record
+	// of the journal names as its base, so that even a journal a crash
+	// brings back is skipped as older, if it is intact.
+	m.Format = 1
+	m.Schema = max(h.Schema, 1)
+	m.Seq = max(c.last.seq, c.head, seqAbove) + 1
+	m.SavedAt = time.Now().UTC()
+	if err := l.f.disk.writeOver(appendFile(nil, m, lines)); err != nil {
+		return err
+	}
+	// Then the journal goes (KeepCopy kept it): its records are in entries
+	// or were meant to go, and a damaged one would make the repaired
+	// checkpoint unreadable again. Only now, with the new file durable: a
+	// crash before leaves the new file and a journal whose records, if
+	// intact, are skipped as older.
+	if err := l.f.disk.removeJournal(); err != nil {
+		return err
+	}
+	if err := l.f.disk.fs.SyncDir(l.f.disk.dir); err != nil {
+		return pathError("save: fsync directory", l.f.disk.dir, err)
+	}
+	// The core's view of the file is stale now; the next use reads it.
+	c.state, c.bad, c.last = stateUnknown, nil, onDisk{exists: true, seq: m.Seq, savedAt: m.SavedAt}
+	c.ents = newEntries[rawfile.Key](0)
+	return nil
+}
+
+// keepCopy links the checkpoint, and its journal if there is one, to a
+// new name that says which repair (verb) kept them, path.before-<verb>-<UTC
+// time> (the journal's: the same name + ".journal"), as quarantine does,
+// but leaves them in place: a repair replaces the file afterwards with an
+// atomic rename, so there is no instant without a checkpoint at the path.
+// A journal without its file is kept alone, and its name returned, as
+// quarantine does. The oldest copies beyond the bound are removed later,
+// by PruneKept, once the repair is done: a repair that fails leaves every
+// copy there was.
+func (d *disk) keepCopy(verb string) (string, error) {
+	if err := d.own("keep a copy", nil); err != nil {
+		return "", err
+	}
+	base := keptBase(d.path, rawfile.WhyRepair, verb, time.Now())
+	dst, hasFile, err := d.linkAside(d.path, base, "")
+	if err != nil {
+		return "", err
+	}
+	if !hasFile {
+		dst = base
+	}
+	// The journal, if any, is kept with it, under the same name +
+	// ".journal": the repair that follows makes its records stale.
+	jdst, hasJournal, err := d.linkAside(d.journal, dst, ".journal")
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case !hasFile && !hasJournal:
+		return "", pathError("keep a copy", d.path, ErrNotExist)
+	case !hasFile:
+		dst = jdst
+	}
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		return "", pathError("keep a copy: fsync directory", d.dir, err)
+	}
+	return dst, nil
+}
+
+// writeOver makes data the checkpoint with the steps of replace (temporary
+// file, write, fsync, close, rename, fsync of the directory) but without
+// keeping the file it replaces as .prev: the repairs that use it replace a
+// file that did not load, which .prev must never hold, and have kept it
+// first (KeepCopy, as PATH.before-<verb>-<time>). If the directory fsync
+// fails, the new file is left in place (the old one is in the kept copy)
+// and the error says so.
+func (d *disk) writeOver(data []byte) error {
+	fail := func(step string, err error) error { return pathError("save: "+step, d.path, err) }
+	if err := d.own("save", nil); err != nil {
+		return err
+	}
+	tmp, step, err := d.writeTemp(data)
+	if err != nil {
+		return fail(step, err)
+	}
+	if err := d.fs.Rename(tmp, d.path); err != nil {
+		_ = d.fs.Remove(tmp)
+		return fail("rename", err)
+	}
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		return fail("fsync directory (the new file is in place but may not survive a power cut; run sync)", err)
+	}
+	return nil
+}
