@@ -296,13 +296,14 @@ func (c *core[K, V]) installJournal(job *compaction, bg compactor) {
 	}
 	switch after {
 	case journalNew:
-		c.jlen, c.jmay = int64(len(job.since)), len(job.since) > 0
+		c.jlen = int64(len(job.since))
+		c.jstate = c.jstate.existing(len(job.since) > 0)
 		c.jstat.Stale, c.jstat.Bytes = 0, c.jlen
 		c.size.Store(c.fileSize + c.jlen)
 	case journalKept:
 		c.journalKept()
 	case journalUnsure:
-		c.jdirty = true
+		c.jstate = c.jstate.rewrite()
 	}
 }
 

@@ -99,13 +99,12 @@ type core[K comparable, V any] struct {
 
 	// The state the core holds and the file under it differ when a journal
 	// follows the file (see journal.go).
-	head       uint64 // Seq of the state held: the file's, or its last journal record's
-	baseFormat int    // format of the file last read or written
-	baseSchema int    // schema of the file last read or written
-	fileSize   int64  // length of the file last read or written
-	jlen       int64  // length of the journal holding only records that follow the file; 0: none
-	jmay       bool   // a journal may exist: found, appended to, or left by a failed write
-	jdirty     bool   // the journal may hold what cannot be appended to: the next commit rewrites the file
+	head       uint64       // Seq of the state held: the file's, or its last journal record's
+	baseFormat int          // format of the file last read or written
+	baseSchema int          // schema of the file last read or written
+	fileSize   int64        // length of the file last read or written
+	jlen       int64        // length of the journal holding only records that follow the file; 0: none
+	jstate     journalState // what the core knows of the journal beside the file
 	jstat      JournalStatus
 	ops        [][]byte // a commit's journal ops, reused
 	rec        []byte   // a commit's journal record, reused
@@ -210,7 +209,7 @@ func (c *core[K, V]) loadLocked() (Snapshot[K, V], error) {
 	if res.dropped > 0 {
 		// The file holds fields that memory does not: the next commit
 		// writes the whole file, as it says, rather than append to it.
-		c.jdirty = true
+		c.jstate = c.jstate.rewrite()
 		c.cfg.logger.Warn("dropped unknown fields from checkpoint entries, as WithDropUnknownFields allows; the next save writes them without",
 			zap.String("path", c.be.name()), zap.Int("entries", res.dropped))
 	}
@@ -392,7 +391,9 @@ func (c *core[K, V]) write(m Meta, lines [][]byte) error {
 		// After a failed save, the file may be the new one (an undone
 		// rename that could not be undone): appending to a journal that
 		// follows the old one would lose the records.
-		c.jdirty = c.jdirty || c.jmay || c.cfg.journal
+		if c.cfg.journal || c.jstate.mayExist() {
+			c.jstate = c.jstate.rewrite()
+		}
 		return c.failed(err)
 	}
 	c.last = onDisk{exists: true, seq: meta.Seq, savedAt: meta.SavedAt}
@@ -402,10 +403,10 @@ func (c *core[K, V]) write(m Meta, lines [][]byte) error {
 	// The file now holds everything a journal held.
 	c.jlen = 0
 	c.jstat = JournalStatus{FileSize: c.fileSize, Torn: c.jstat.Torn}
-	if c.jmay {
+	if c.jstate.mayExist() {
 		c.dropJournal()
 	} else {
-		c.jdirty = false
+		c.jstate = journalAbsent
 	}
 	// Let a buffer that grew for a much bigger file go, so a checkpoint
 	// that shrank does not pin its old size for ever.
@@ -433,9 +434,9 @@ func (c *core[K, V]) failed(err error) error {
 func (c *core[K, V]) onDisk() onDisk {
 	last := c.last
 	switch {
-	case c.jdirty:
+	case c.jstate.mustRewrite():
 		last.journal = -1
-	case c.jmay:
+	case c.jstate.mayExist():
 		last.journal = c.jlen
 	}
 	return last
@@ -474,7 +475,7 @@ func (c *core[K, V]) quarantine(ctx context.Context) (string, error) {
 	// Nothing is on disk now, so the next save creates the file afresh.
 	c.state, c.bad, c.last.exists = stateGood, nil, false
 	c.ents = newEntries[K](0)
-	c.jlen, c.jmay, c.jdirty, c.fileSize = 0, false, false, 0
+	c.jlen, c.jstate, c.fileSize = 0, journalAbsent, 0
 	c.size.Store(0)
 	return dst, nil
 }

@@ -2,84 +2,61 @@ package engine
 
 import (
 	"bytes"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"io/fs"
-	"slices"
-	"strconv"
-	"strings"
-	"time"
 
-	"github.com/phaseshift/phaseshift/internal/jsonvalue"
 	"go.uber.org/zap"
 )
 
-// The journal (the default; WithoutJournal turns it off). A commit appends
-// one line to path+".journal" and fsyncs it, instead of writing the whole
-// file; Load replays the lines over the file; a save rewrites the file and
-// removes the journal. One line is one commit:
-//
-//	{"journal":1,"base":7,"seq":9,"schema":1,"phase":"contract","writer":"ipamd v2","bootID":"","savedAt":"2026-11-30T08:00:00Z","changes":[{"key":K,"value":V},{"delete":{"key":K,"value":V}}],"crc32c":"1a2b3c4d"}
-//
-// base is the Seq of the file the record applies to, seq the Seq of the
-// state it makes: the records of a journal that follows its file have
-// base equal to the file's Seq and seq counting on from it by one. A put
-// is the entry line the file would hold; a delete holds the whole line it
-// deletes, so that a binary with a newer schema can run its upgrades on it
-// and find the key they lead to. The checksum is CRC-32C over the exact
-// bytes of the line before `,"crc32c"`, as in the file.
-//
-// Why each rule of replay holds (see replay):
-//   - A commit is acknowledged only after its line is written and fsynced,
-//     and commits run one at a time, so a crash can leave at most one line
-//     that is not whole: the last one (a prefix of it, or, when the file
-//     system wrote its blocks out of order, its length with some blocks
-//     missing). The last line is discarded if it fails its check, and
-//     reported; a damaged line before it cannot come from a crash, and is
-//     corruption.
-//   - A save (or a compaction inline) makes the new file durable (rename,
-//     fsync of the directory) before it removes the journal, and the new
-//     file's Seq is above every record's base. A crash between the two
-//     leaves records whose base is below the file's Seq: they are in the
-//     file already, and are skipped. The removal need not be durable for
-//     the same reason.
-//   - A compaction in the background (compact.go) writes the state at seq
-//     H as a file of Seq H while commits append records of base H after
-//     the records of base S (the old file's Seq) up to H. A crash before
-//     its rename is durable leaves the old file S under them: a record
-//     whose base is the seq the replay has reached (H) continues it, and
-//     so do the records of that base after it (follows). After the rename,
-//     the records of base S are stale and those of base H follow the new
-//     file. The journal is replaced by the records of base H only once the
-//     rename is durable, so that they never stand over the old file alone,
-//     where their base is above its Seq: corruption, as below.
-//   - Records are appended only over a file this File read or wrote with
-//     its current schema and with the journal format (2), so every record
-//     has the file's schema; an older phaseshift, which would ignore the
-//     journal, refuses a format-2 file (ErrNewerSchema) instead of serving
-//     it without its records.
-//   - A first record whose base is above the file's Seq follows a file
-//     that is no longer there (an older one was put back, say .prev by
-//     hand): replaying it over another base would invent state, so it is
-//     corruption, and so is a record that follows neither the file, nor
-//     the records before it, nor the seq they reached.
-const (
-	journalVersion = 1
-	// formatJournal is the file format written with the journal (the
-	// default): the layout of format 1, with a number older readers
-	// refuse.
-	formatJournal = 2
+// journalState is what a core knows of the journal beside its file, in
+// one field: whether a journal may exist, and whether the next commit must
+// rewrite the file rather than append.
+type journalState uint8
 
-	recordStart   = `{"journal":1,"base":`
-	recordChanges = `,"changes":[`
-	recordSumHead = `],"crc32c":"`
-	recordSumTail = "\"}\n"
-	deleteStart   = `{"delete":`
+const (
+	// journalAbsent: no journal exists; a commit may start one.
+	journalAbsent journalState = iota
+	// journalFollowing: a journal may exist (found, or appended to), and all
+	// it holds follows the file: the next commit appends to it.
+	journalFollowing
+	// journalRewriteFile: no journal exists, but the next commit rewrites the
+	// file: it holds what memory does not (fields Load dropped), or a save
+	// of it failed and the file may be the new one.
+	journalRewriteFile
+	// journalInDoubt: a journal may exist and may hold what cannot be
+	// appended to (a torn or stale record, an append or a removal that
+	// failed, a file not as this core left it): the next commit rewrites
+	// the file and removes the journal.
+	journalInDoubt
 )
+
+// mayExist reports whether a journal may be beside the file.
+func (s journalState) mayExist() bool { return s == journalFollowing || s == journalInDoubt }
+
+// mustRewrite reports whether the next commit rewrites the file.
+func (s journalState) mustRewrite() bool { return s == journalRewriteFile || s == journalInDoubt }
+
+// rewrite is s with the next commit made to rewrite the file.
+func (s journalState) rewrite() journalState {
+	if s.mayExist() {
+		return journalInDoubt
+	}
+	return journalRewriteFile
+}
+
+// existing is s with a journal that may exist (may) or does not.
+func (s journalState) existing(may bool) journalState {
+	switch {
+	case may && s.mustRewrite():
+		return journalInDoubt
+	case may:
+		return journalFollowing
+	case s.mustRewrite():
+		return journalRewriteFile
+	}
+	return journalAbsent
+}
 
 // journalBound is the size past which the next commit compacts the
 // journal into the file (in the background, or inline: see compact.go): a
@@ -156,7 +133,7 @@ type JournalStatus struct {
 // on, and the journal holds nothing but records that follow a file this
 // core read or wrote with its own schema and the journal's format.
 func (c *core[K, V]) appendable() bool {
-	return c.cfg.journal && c.last.exists && !c.jdirty &&
+	return c.cfg.journal && c.last.exists && !c.jstate.mustRewrite() &&
 		c.baseFormat == formatJournal && c.baseSchema == c.cfg.schema
 }
 
@@ -177,16 +154,16 @@ func (c *core[K, V]) appendCommit(m Meta) (bool, error) {
 	if errors.Is(err, errRewrite) {
 		c.cfg.logger.Warn("the checkpoint or its journal is not as this File left it (removed, replaced, or written over in place?); this commit writes the whole checkpoint",
 			zap.String("path", c.be.name()))
-		c.jdirty, c.jmay = true, true
+		c.jstate = journalInDoubt
 		return false, nil
 	}
 	if err != nil {
 		// The journal may now hold part of the record, or all of it
 		// unacknowledged: it is not appended to again.
-		c.jdirty, c.jmay = true, true
+		c.jstate = journalInDoubt
 		return true, c.failed(err)
 	}
-	c.head, c.jmay = meta.Seq, true
+	c.head, c.jstate = meta.Seq, c.jstate.existing(true)
 	c.jlen += int64(len(c.rec))
 	c.jstat.Records++
 	c.jstat.Bytes = c.jlen
@@ -210,12 +187,12 @@ func (c *core[K, V]) dropJournal() {
 		// The file holds everything; the journal's records are stale.
 		// Appending after them would be safe, but the next commit writes
 		// the file again and retries the removal.
-		c.jdirty = true
+		c.jstate = c.jstate.rewrite()
 		c.cfg.logger.Warn("could not remove the checkpoint's journal after saving the checkpoint; its records are in the checkpoint and will be skipped",
 			zap.String("path", c.be.journalName()), zap.Error(err))
 		return
 	}
-	c.jmay, c.jdirty = false, false
+	c.jstate = journalAbsent
 }
 
 // journal returns what the journal held at the last Load and since.
@@ -236,13 +213,13 @@ func (c *core[K, V]) journal() JournalStatus {
 func (c *core[K, V]) journalWithoutFile() error {
 	data, err := c.be.readJournal()
 	if errors.Is(err, fs.ErrNotExist) {
-		c.jlen, c.jmay, c.jdirty = 0, false, false
+		c.jlen, c.jstate = 0, journalAbsent
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("journal %s: %w", c.be.journalName(), err)
 	}
-	c.jlen, c.jmay, c.jdirty = 0, true, true
+	c.jlen, c.jstate = 0, journalInDoubt
 	if len(data) == 0 {
 		return nil // nothing in it: the next save removes it
 	}
@@ -256,13 +233,13 @@ func (c *core[K, V]) replayJournal(res *decodeResult[K, V], fileSize int64) erro
 	data, err := c.be.readJournal()
 	c.jbase = res.snap.Meta.Seq
 	if errors.Is(err, fs.ErrNotExist) {
-		c.jlen, c.jmay, c.jdirty = 0, false, false
+		c.jlen, c.jstate = 0, journalAbsent
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("journal %s: %w", c.be.journalName(), err)
 	}
-	c.jmay = true
+	c.jstate = c.jstate.existing(true)
 	rp, err := replay(data, c.be.journalName(), res, &c.cfg, c.enc, len(res.ents.lines))
 	if err != nil {
 		return err
@@ -278,7 +255,10 @@ func (c *core[K, V]) replayJournal(res *decodeResult[K, V], fileSize int64) erro
 	res.ents.compact()
 	// A journal with anything but records that follow the file is not
 	// appended to: the next commit folds it into the file.
-	c.jlen, c.jdirty = rp.valid, rp.torn != nil || rp.stale > 0
+	c.jlen, c.jstate = rp.valid, journalFollowing
+	if rp.torn != nil || rp.stale > 0 {
+		c.jstate = journalInDoubt
+	}
 	c.jstat.Bytes, c.jstat.Records, c.jstat.Stale, c.jstat.Torn = int64(len(data)), rp.records, rp.stale, rp.torn
 	c.size.Store(fileSize + int64(len(data)))
 	if rp.torn != nil {
@@ -320,501 +300,4 @@ func (c *core[K, V]) journalMeta(m *Meta) {
 		base = rec.base
 		next++
 	}
-}
-
-// record is a parsed journal line.
-type record struct {
-	base, seq uint64
-	schema    int
-	meta      Meta     // Phase, Writer, BootID, Behind, SavedAt
-	ops       [][]byte // sub-slices of the line
-}
-
-// recordHeader is the JSON form of a record's fields before its changes;
-// pointers tell missing fields.
-type recordHeader struct {
-	Journal *int            `json:"journal"`
-	Base    *uint64         `json:"base"`
-	Seq     *uint64         `json:"seq"`
-	Schema  *int            `json:"schema"`
-	Phase   string          `json:"phase"`
-	Writer  string          `json:"writer"`
-	BootID  string          `json:"bootID"`
-	Behind  string          `json:"behind"`
-	SavedAt json.RawMessage `json:"savedAt"`
-}
-
-// appendRecord appends the line of a commit: base is the file's Seq, m the
-// new state's Meta (Seq, Schema and the caller's fields), ops the put
-// lines and delete ops in order.
-func appendRecord(dst []byte, base uint64, m Meta, ops [][]byte) []byte {
-	start := len(dst)
-	dst = append(dst, recordStart...)
-	dst = strconv.AppendUint(dst, base, 10)
-	dst = append(dst, `,"seq":`...)
-	dst = strconv.AppendUint(dst, m.Seq, 10)
-	dst = append(dst, `,"schema":`...)
-	dst = strconv.AppendInt(dst, int64(m.Schema), 10)
-	dst = append(dst, `,"phase":`...)
-	dst = appendString(dst, m.Phase)
-	dst = append(dst, `,"writer":`...)
-	dst = appendString(dst, m.Writer)
-	dst = append(dst, `,"bootID":`...)
-	dst = appendString(dst, m.BootID)
-	if m.Behind != "" {
-		dst = append(dst, `,"behind":`...)
-		dst = appendString(dst, m.Behind)
-	}
-	dst = append(dst, `,"savedAt":"`...)
-	dst = m.SavedAt.UTC().AppendFormat(dst, time.RFC3339Nano)
-	dst = append(dst, '"')
-	dst = append(dst, recordChanges...)
-	for i, op := range ops {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, op...)
-	}
-	dst = append(dst, ']')
-	sum := crc32.Checksum(dst[start:], castagnoli)
-	dst = append(dst, recordSumHead[1:]...)
-	dst = hex.AppendEncode(dst, []byte{byte(sum >> 24), byte(sum >> 16), byte(sum >> 8), byte(sum)})
-	return append(dst, recordSumTail...)
-}
-
-// deleteOp returns the op that deletes the entry whose line is line.
-func deleteOp(line []byte) []byte {
-	op := make([]byte, 0, len(deleteStart)+len(line)+1)
-	op = append(op, deleteStart...)
-	op = append(op, line...)
-	return append(op, '}')
-}
-
-// parseRecord checks one journal line (without its newline) and decodes
-// its header; the ops stay raw. Its errors never quote the line.
-func parseRecord(line []byte) (record, error) {
-	var r record
-	const trailer = len(recordSumHead) - 1 + 8 + len(recordSumTail) - 1 // `,"crc32c":"` hex `"}`
-	if len(line) < len(recordStart)+trailer || !bytes.HasPrefix(line, []byte(recordStart)) {
-		return r, errors.New("not a journal record")
-	}
-	body, tail := line[:len(line)-trailer], line[len(line)-trailer:]
-	if !bytes.HasPrefix(tail, []byte(recordSumHead[1:])) || !bytes.HasSuffix(tail, []byte(`"}`)) {
-		return r, errors.New("its checksum is missing")
-	}
-	hexSum := tail[len(recordSumHead)-1 : len(recordSumHead)-1+8]
-	var want [4]byte
-	if _, err := hex.Decode(want[:], hexSum); err != nil || !bytes.Equal(bytes.ToLower(hexSum), hexSum) {
-		return r, errors.New("its checksum is not 8 lowercase hex digits")
-	}
-	if crc32.Checksum(body, castagnoli) != uint32(want[0])<<24|uint32(want[1])<<16|uint32(want[2])<<8|uint32(want[3]) {
-		return r, errors.New("checksum mismatch")
-	}
-	// A raw `,"changes":[` cannot occur inside a JSON string (its quotes
-	// would be escaped), so the first one ends the header: the header is
-	// decoded alone, and the changes are cut apart without decoding them
-	// (each is decoded once, by the applier).
-	at := bytes.Index(body, []byte(recordChanges))
-	if at < 0 || body[len(body)-1] != ']' {
-		return r, errors.New("it has no list of changes")
-	}
-	var j recordHeader
-	dec := json.NewDecoder(io.MultiReader(bytes.NewReader(body[:at]), strings.NewReader("}")))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil {
-		return r, fmt.Errorf("its header is not valid: %s", jsonvalue.DecodeFailure(err))
-	}
-	ops, err := splitOps(body[at+len(recordChanges) : len(body)-1])
-	if err != nil {
-		return r, err
-	}
-	if j.Journal == nil || j.Base == nil || j.Seq == nil || j.Schema == nil {
-		return r, errors.New("it lacks journal, base, seq or schema")
-	}
-	if *j.Journal != journalVersion {
-		return r, fmt.Errorf("journal version %d is not %d", *j.Journal, journalVersion)
-	}
-	r = record{base: *j.Base, seq: *j.Seq, schema: *j.Schema, ops: ops,
-		meta: Meta{Phase: j.Phase, Writer: j.Writer, BootID: j.BootID, Behind: j.Behind}}
-	if len(j.SavedAt) > 0 && r.meta.SavedAt.UnmarshalJSON(j.SavedAt) != nil {
-		return r, errors.New("its savedAt is not an RFC 3339 time")
-	}
-	if max(r.seq, r.base) >= maxSeq {
-		return r, errors.New("its seq is at or above 2^63, which no writer reaches by counting saves (see maxSeq)")
-	}
-	return r, nil
-}
-
-// splitOps cuts a record's list of changes at its top-level commas. It
-// only tracks strings and nesting; each change is checked when it is
-// decoded.
-func splitOps(list []byte) ([][]byte, error) {
-	if len(list) == 0 {
-		return nil, nil
-	}
-	ops := make([][]byte, 0, 1)
-	depth, start, inString, escaped := 0, 0, false, false
-	for i, c := range list {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-		case c == '}' || c == ']':
-			if depth--; depth < 0 {
-				return nil, errors.New("its list of changes is not balanced")
-			}
-		case c == ',' && depth == 0:
-			ops = append(ops, list[start:i])
-			start = i + 1
-		}
-	}
-	if inString || depth != 0 {
-		return nil, errors.New("its list of changes is not balanced")
-	}
-	return append(ops, list[start:]), nil
-}
-
-// replayed is what replay found in a journal.
-type replayed struct {
-	valid   int64 // bytes up to the end of the last whole record
-	records int   // records applied
-	stale   int   // records skipped: the file holds them
-	torn    *TornJournalError
-	last    *record // the last record applied
-	// base is the base of the records being applied: the file's Seq, or
-	// the Seq of a compaction's snapshot that records continue from (see
-	// follows).
-	base uint64
-}
-
-// replay applies the journal data to r, the decoded file, in order. The
-// error is nil, or wraps ErrCorrupt or ErrNewerSchema: then r is not to be
-// used. Entries the journal writes that cannot be read join r.bad.
-func replay[K comparable, V any](data []byte, name string, r *decodeResult[K, V], cfg *config, enc *encoder, fileEntries int) (replayed, error) {
-	file := r.snap.Meta
-	rp := replayed{base: file.Seq}
-	ap := newApplier(r, cfg, enc, file.Schema, fileEntries)
-	for off := 0; off < len(data); {
-		line, next := data[off:], len(data)
-		if nl := bytes.IndexByte(line, '\n'); nl >= 0 {
-			line, next = line[:nl], off+nl+1
-		}
-		rec, err := parseRecord(line)
-		if next == len(data) && (err != nil || data[len(data)-1] != '\n') {
-			// The last line: a crash during its append can leave it
-			// partial or damaged, and it was never acknowledged.
-			reason := "it has no end of line"
-			if err != nil {
-				reason = err.Error()
-			}
-			rp.torn = &TornJournalError{Path: name, Offset: int64(off), Bytes: int64(len(data) - off), Reason: reason}
-			break
-		}
-		if err != nil {
-			return rp, corrupt("journal %s: the record at byte %d is damaged (%v) and records follow it: not what a crash leaves", name, off, err)
-		}
-		apply, err := rp.check(rec, file, name, off)
-		if err != nil {
-			return rp, err
-		}
-		if apply {
-			ap.apply(rec)
-			rp.records++
-			rp.last = &rec
-			rp.base = rec.base
-		} else {
-			rp.stale++
-		}
-		off = next
-		rp.valid = int64(off)
-	}
-	return rp, ap.done()
-}
-
-// check applies the rules that tie a record to the file and to the records
-// before it (see the comment at the top of this file): it reports whether
-// rec is applied (false: it is stale), or why the journal is corrupt.
-func (rp *replayed) check(rec record, file Meta, name string, off int) (bool, error) {
-	reached := file.Seq + uint64(rp.records)
-	switch {
-	case follows(rec.base, rp.base, reached, rp.records > 0) && rec.seq != reached+1:
-		return false, corrupt("journal %s: the record at byte %d has seq %d, want %d", name, off, rec.seq, reached+1)
-	case follows(rec.base, rp.base, reached, rp.records > 0) && rec.schema != file.Schema:
-		return false, corrupt("journal %s: the record at byte %d has schema %d, the checkpoint %d", name, off, rec.schema, file.Schema)
-	case follows(rec.base, rp.base, reached, rp.records > 0):
-		return true, nil
-	case rp.records > 0:
-		return false, corrupt("journal %s: the record at byte %d follows seq %d, after records that follow seq %d up to seq %d", name, off, rec.base, rp.base, reached)
-	case rec.base > file.Seq:
-		return false, corrupt("journal %s: the record at byte %d follows seq %d, but the checkpoint is seq %d: the checkpoint was replaced by an older file (a .prev put back?); move the journal aside to use the file alone", name, off, rec.base, file.Seq)
-	}
-	return false, nil // stale: folded into the file by a save the crash cut short of removing the journal
-}
-
-// follows reports whether a record of base base comes next in a replay
-// whose records so far (if applied) had base prev and reached seq
-// reached: its base is the file's Seq or its predecessors' (prev), or the
-// seq the replay has reached, where a compaction took its snapshot and the
-// records appended while it ran begin (see compact.go). A crash before
-// that compaction's file was renamed into place leaves those records after
-// the ones they follow, over the older file.
-func follows(base, prev, reached uint64, applied bool) bool {
-	return base == prev || (applied && base == reached)
-}
-
-// applier applies journal ops to a decoded file.
-type applier[K comparable, V any] struct {
-	r        *decodeResult[K, V]
-	cfg      *config
-	keys     keyRule[K]
-	validate func(K, V) error
-	enc      *encoder
-	from     int // the file's schema
-	index    int // the next op's EntryError.Index
-	log      []undoStep[K]
-	unknown  []EntryError
-	// settled maps the JSON of a key to the index of the last change that
-	// put or deleted it: an entry that could not be read (in the file, or
-	// put by an earlier change) and was settled by a later change is not
-	// part of the state the journal replays to.
-	settled map[string]int
-}
-
-func newApplier[K comparable, V any](r *decodeResult[K, V], cfg *config, enc *encoder, from, fileEntries int) *applier[K, V] {
-	validate, _ := validatorFor[K, V](cfg) // its type was checked at construction
-	// The file's entries with unknown fields are judged with the journal's:
-	// a later change to one's key makes it history.
-	return &applier[K, V]{r: r, cfg: cfg, keys: newKeyRule[K](), validate: validate, enc: enc, from: from, index: fileEntries, unknown: r.unknown}
-}
-
-// apply applies one record's ops, in order.
-func (a *applier[K, V]) apply(rec record) {
-	for _, op := range rec.ops {
-		i := a.index
-		a.index++
-		switch {
-		case bytes.HasPrefix(op, []byte(deleteStart)):
-			var d struct {
-				Delete json.RawMessage `json:"delete"`
-			}
-			if err := strictUnmarshal(op, &d); err != nil || !bytes.HasPrefix(d.Delete, []byte(entryPrefix)) {
-				a.r.bad = append(a.r.bad, EntryError{Index: i, Err: errors.New("a delete that is not {\"delete\":{\"key\":...,\"value\":...}}")})
-				continue
-			}
-			a.del(i, d.Delete)
-		case bytes.HasPrefix(op, []byte(entryPrefix)) && bytes.Contains(op, []byte(entryMiddle)):
-			a.put(i, op)
-		default:
-			a.r.bad = append(a.r.bad, EntryError{Index: i, Err: errors.New("a change that is neither {\"key\":...,\"value\":...} nor {\"delete\":...}")})
-		}
-	}
-}
-
-// put stores the entry of line, as the file's decode would have read it.
-func (a *applier[K, V]) put(i int, line []byte) {
-	a.replaced(line)
-	k, v, cur, err := a.decodeLine(line)
-	if err == nil && a.keys.comparable != nil {
-		err = a.keys.comparable(k)
-	}
-	if err == nil && a.validate != nil {
-		if verr := a.validate(k, v); verr != nil {
-			err = &rejectedError{err: verr}
-		}
-	}
-	if err != nil {
-		a.failed(i, line, err)
-		return
-	}
-	_, stored := a.r.snap.Entries[k]
-	a.r.snap.Entries[k] = v
-	a.log = a.r.ents.putKnown(k, cur, stored, a.log[:0])
-	a.settle(i, line)
-	if a.r.upgraded != nil {
-		a.r.upgraded[string(rawKeyJSON(line))] = rawKeyJSON(cur)
-	}
-}
-
-// replaced removes, when the file was upgraded, the entry that the old
-// key of line (an op's entry, in the file's schema) has in the current
-// schema: an upgrade may derive the key from the value, so the entry a
-// put replaces or a delete removes can have another key than the op's
-// own upgraded one.
-func (a *applier[K, V]) replaced(line []byte) {
-	if a.r.upgraded == nil {
-		return
-	}
-	old := string(rawKeyJSON(line))
-	raw, ok := a.r.upgraded[old]
-	if !ok {
-		return
-	}
-	delete(a.r.upgraded, old)
-	var k K
-	if json.Unmarshal(raw, &k) != nil || (a.keys.comparable != nil && a.keys.comparable(k) != nil) {
-		return
-	}
-	if _, stored := a.r.snap.Entries[k]; stored {
-		delete(a.r.snap.Entries, k)
-		a.log = a.r.ents.del(k, a.log[:0])
-	}
-}
-
-// del removes the key of line, the entry the commit deleted.
-func (a *applier[K, V]) del(i int, line []byte) {
-	a.replaced(line)
-	src := line
-	if a.from < a.cfg.schema {
-		up, err := upgradeLine(line, a.from, a.cfg)
-		if err != nil {
-			// The entry the delete removes is gone all the same: replaced
-			// removed it if its upgrade succeeded, and if it failed, the
-			// entry is history that settle keeps out of the bad entries.
-			a.settle(i, line)
-			return
-		}
-		src = up
-	}
-	raw := rawKeyJSON(src)
-	var k K
-	if err := strictUnmarshal(raw, &k); err != nil {
-		_, unknown := jsonvalue.UnknownField(err)
-		if unknown && !a.cfg.dropUnknown {
-			// A key with a field the key type lacks was never in the
-			// state as such (what put it had the field too, and is judged
-			// as unknown): the delete settles it, and removes nothing
-			// else (the same key without the field is another entry).
-			a.settle(i, line)
-			return
-		}
-		if !unknown {
-			a.failed(i, src, &entryDecodeError{part: "key", err: err})
-			return
-		}
-		k = *new(K)
-		if err := json.Unmarshal(raw, &k); err != nil {
-			a.failed(i, src, &entryDecodeError{part: "key", err: err})
-			return
-		}
-	}
-	if a.keys.comparable != nil && a.keys.comparable(k) != nil {
-		return // never stored
-	}
-	delete(a.r.snap.Entries, k)
-	a.log = a.r.ents.del(k, a.log[:0])
-	a.settle(i, line)
-}
-
-// settle records that the change at index i, whose line is line, put or
-// deleted its key.
-func (a *applier[K, V]) settle(i int, line []byte) {
-	if a.settled == nil {
-		a.settled = make(map[string]int)
-	}
-	a.settled[string(rawKeyJSON(line))] = i
-}
-
-// done drops from the bad entries, and from those with fields the types
-// lack, the ones a later change settled: only the state the journal
-// replays to is held to the file's rules (a record that put a value
-// WithValidate rejects, or one with a field a newer build added, which a
-// later record replaced or deleted, is history, as a value the file once
-// held is). An entry of that state with unknown fields fails the replay
-// with ErrNewerSchema.
-func (a *applier[K, V]) done() error {
-	history := func(e EntryError) bool {
-		last, ok := a.settled[e.raw]
-		return ok && last > e.Index
-	}
-	if len(a.settled) > 0 {
-		a.r.bad = slices.DeleteFunc(a.r.bad, history)
-		a.unknown = slices.DeleteFunc(a.unknown, history)
-	}
-	a.r.unknown, a.r.judged = a.unknown, a.index
-	return nil
-}
-
-// decodeLine decodes an entry line as the file's decode does: upgraded
-// from the file's schema, unknown fields refused or (WithDropUnknownFields)
-// dropped. cur is the line to keep, in the current schema. Its errors
-// never quote the line.
-func (a *applier[K, V]) decodeLine(line []byte) (k K, v V, cur []byte, err error) {
-	src, recode := line, false
-	if a.from < a.cfg.schema {
-		if src, err = upgradeLine(line, a.from, a.cfg); err != nil {
-			return k, v, nil, err
-		}
-		recode = true
-	}
-	var e kv[K, V]
-	if err = strictUnmarshal(src, &e); err != nil {
-		if _, unknown := jsonvalue.UnknownField(err); !unknown || !a.cfg.dropUnknown {
-			return k, v, nil, decodeError[K](src, err)
-		}
-		e = kv[K, V]{}
-		if err = json.Unmarshal(src, &e); err != nil {
-			return k, v, nil, decodeError[K](src, err)
-		}
-		a.r.dropped++
-		recode = true
-	}
-	cur = line
-	if recode {
-		if cur, err = encodeEntry(a.enc, &a.keys, nil, e.Key, e.Value, -1); err != nil {
-			return k, v, nil, err
-		}
-	}
-	return e.Key, e.Value, cur, nil
-}
-
-// failed records an op that cannot be read: a bad entry, or, when it has
-// fields the types lack, a newer binary's. The key it wrote no longer has
-// the value the file gave it, so that value is not served either.
-func (a *applier[K, V]) failed(i int, line []byte, err error) {
-	ee := badEntry(i, line, err)
-	if cause := errors.Unwrap(err); cause != nil && isUnknownField(cause) {
-		a.unknown = append(a.unknown, ee)
-		return
-	}
-	a.r.bad = append(a.r.bad, ee)
-	var k K
-	if raw := rawKeyJSON(line); raw != nil && json.Unmarshal(raw, &k) == nil && (a.keys.comparable == nil || a.keys.comparable(k) == nil) {
-		delete(a.r.snap.Entries, k)
-		a.log = a.r.ents.del(k, a.log[:0])
-	}
-}
-
-func isUnknownField(err error) bool {
-	_, unknown := jsonvalue.UnknownField(err)
-	return unknown
-}
-
-// putKnown is entries.put for a caller that knows whether k is stored:
-// replay holds the decoded map, which is exact, so a hit in the index needs
-// no decode of the line to confirm it (put's find decodes one key per
-// change, which would be a third of a replay's time).
-func (e *entries[K]) putKnown(k K, raw []byte, stored bool, log []undoStep[K]) []undoStep[K] {
-	if !stored {
-		i := int32(len(e.lines))
-		e.lines = append(e.lines, raw)
-		return append(log, undoStep[K]{kind: undoPop, key: k, inExact: e.insert(k, i)})
-	}
-	i, ok := e.exact[k] // a nil map holds nothing
-	if !ok {
-		// Stored and not in exact: inserted under its own hash.
-		i = e.index[e.hash(k)]
-	}
-	log = append(log, undoStep[K]{kind: undoRestore, i: i, raw: e.lines[i]})
-	e.lines[i] = raw
-	return log
 }

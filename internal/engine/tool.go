@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"hash/crc32"
 	"io/fs"
 	"path/filepath"
@@ -187,23 +186,15 @@ func journalDamage(c *rawCore, data []byte, err error, jdata []byte, name string
 	if derr != nil {
 		return nil
 	}
-	rp, rerr := replay(jdata, name, &res, &c.cfg, c.enc, len(res.ents.lines))
-	if !errors.Is(rerr, ErrCorrupt) {
+	_, rerr := replay(jdata, name, &res, &c.cfg, c.enc, len(res.ents.lines))
+	var re *ReplayError
+	if !errors.As(rerr, &re) {
 		return nil
 	}
-	off := rp.valid
-	end := int64(len(jdata))
-	if nl := bytes.IndexByte(jdata[off:], '\n'); nl >= 0 {
-		end = off + int64(nl) + 1
-	}
-	d := &rawfile.Damage{Offset: off, Bytes: end - off, Before: journalRun(jdata[:off], 0), After: journalRun(jdata[end:], end)}
-	rec, perr := parseRecord(bytes.TrimSuffix(jdata[off:end], []byte("\n")))
-	if perr != nil {
-		d.Reason = perr.Error() + ", and it is not the last record: not what a crash leaves"
-	} else {
-		// Out of sequence, or following another file: replay's own words.
-		d.Seq = rec.seq
-		d.Reason = strings.TrimPrefix(rerr.Error(), fmt.Sprintf("%v: journal %s: the record at byte %d ", ErrCorrupt, name, off))
+	off, end := re.Offset, re.Offset+re.Bytes
+	d := &rawfile.Damage{Offset: off, Bytes: re.Bytes, Seq: re.Seq, Before: journalRun(jdata[:off], 0), After: journalRun(jdata[end:], end), Reason: re.Reason}
+	if re.Damaged != nil {
+		d.Reason = re.Damaged.Error() + ", and it is not the last record: not what a crash leaves"
 	}
 	return d
 }
