@@ -1,10 +1,12 @@
 package conventions_test
 
 import (
+	"bytes"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -129,5 +131,22 @@ func TestNoInitSetsAHook(t *testing.T) {
 				assert.Fail(t, "an init function", "%s has func init(): call a plain function instead", rel)
 			}
 		}
+	})
+}
+
+// TestNoLibraryFileIsLong: no production file of the library (every
+// package but the examples, which are programs to read whole) is over 500
+// lines, so that each reads as one job (issue 37: the journal's file was
+// 854 lines with seven jobs, the disk's 858).
+func TestNoLibraryFileIsLong(t *testing.T) {
+	const most = 500
+	goFiles(t, func(rel string, f *ast.File) {
+		if strings.HasSuffix(rel, "_test.go") || strings.HasPrefix(rel, "examples/") {
+			return
+		}
+		data, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(rel)))
+		require.NoError(t, err)
+		lines := bytes.Count(data, []byte("\n"))
+		assert.LessOrEqual(t, lines, most, "%s has %d lines: split it by job", rel, lines)
 	})
 }

@@ -123,23 +123,6 @@ type core[K comparable, V any] struct {
 	size atomic.Int64
 }
 
-// configure builds the config of a checkpoint of K and V from opts: every
-// mistake, the WithValidate function's types included, is an error here,
-// at construction, matching ErrInvalidOption.
-func configure[K comparable, V any](opts []Option) (config, error) {
-	cfg, err := buildConfig(opts)
-	if err != nil {
-		return cfg, err
-	}
-	if _, err := validatorFor[K, V](&cfg); err != nil {
-		return cfg, err
-	}
-	if err := CheckKeyType[K](); err != nil {
-		return cfg, err
-	}
-	return cfg, nil
-}
-
 func newCore[K comparable, V any](cfg config, be backend, bootID string) *core[K, V] {
 	return &core[K, V]{cfg: cfg, be: be, bootID: bootID, keys: newKeyRule[K](), enc: newEncoder(), ents: newEntries[K](0)}
 }

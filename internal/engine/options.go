@@ -256,3 +256,20 @@ func KernelBootID() (string, error) {
 	}
 	return id, nil
 }
+
+// configure builds the config of a checkpoint of K and V from opts: every
+// mistake, the WithValidate function's types included, is an error here,
+// at construction, matching ErrInvalidOption.
+func configure[K comparable, V any](opts []Option) (config, error) {
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return cfg, err
+	}
+	if _, err := validatorFor[K, V](&cfg); err != nil {
+		return cfg, err
+	}
+	if err := CheckKeyType[K](); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
