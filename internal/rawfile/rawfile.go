@@ -250,5 +250,3 @@ type Copy struct {
 	Verb    string    // the repair's verb, for WhyRepair
 	At      time.Time // when it was kept
 }
-
-// The hooks, set by package checkpoint in an init.
