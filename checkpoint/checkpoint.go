@@ -35,14 +35,23 @@ type JournalReporter = engine.JournalReporter
 // shows the key (as JSON) only when the key is not at fault, and never the
 // value or the text of the underlying error, which encoding/json and
 // MarshalJSON methods write with the value quoted.
+//
+// It is an alias: its fields are documented on the engine's type (go doc
+// github.com/phaseshift/phaseshift/internal/engine.EncodeError).
 type EncodeError = engine.EncodeError
 
 // BadEntriesError is returned by Load when the file is intact (its checksum
 // holds) but some entries could not be decoded or upgraded. The Snapshot
 // returned with it holds the rest. errors.Is(err, ErrBadEntry) reports true.
+//
+// It is an alias: its fields are documented on the engine's type (go doc
+// github.com/phaseshift/phaseshift/internal/engine.BadEntriesError).
 type BadEntriesError = engine.BadEntriesError
 
 // EntryError is one entry that could not be read.
+//
+// It is an alias: its fields are documented on the engine's type (go doc
+// github.com/phaseshift/phaseshift/internal/engine.EntryError).
 type EntryError = engine.EntryError
 
 // File is a checkpoint file on disk, owned by this File from Open to Close.
@@ -58,13 +67,22 @@ type File[K comparable, V any] engine.File[K, V]
 
 // Meta describes a checkpoint file. Save fills Format, Seq and SavedAt, and
 // Schema and BootID from the options; the caller sets Phase and Writer.
+//
+// It is an alias: its fields are documented on the engine's type (go doc
+// github.com/phaseshift/phaseshift/internal/engine.Meta).
 type Meta = engine.Meta
 
 // Snapshot is a whole checkpoint: its Meta and every entry.
+//
+// It is an alias: its fields are documented on the engine's type (go doc
+// github.com/phaseshift/phaseshift/internal/engine.Snapshot).
 type Snapshot[K comparable, V any] = engine.Snapshot[K, V]
 
 // Change is one change to a checkpoint's entries, for Commit: store Value
 // under Key, or remove Key when Delete is set.
+//
+// It is an alias: its fields are documented on the engine's type (go doc
+// github.com/phaseshift/phaseshift/internal/engine.Change).
 type Change[K comparable, V any] = engine.Change[K, V]
 
 // TornJournalError describes the last record of a journal that Load found
@@ -73,15 +91,24 @@ type Change[K comparable, V any] = engine.Change[K, V]
 // for it; it logs it and reports it in JournalStatus.Torn (and package
 // migrate in Report.Errors). The next Save or Commit rewrites the file and
 // removes the journal, tail included.
+//
+// It is an alias: its fields are documented on the engine's type (go doc
+// github.com/phaseshift/phaseshift/internal/engine.TornJournalError).
 type TornJournalError = engine.TornJournalError
 
 // JournalStatus is what the journal of a File or Memory held when it was
 // last read (by Load) and written since.
+//
+// It is an alias: its fields are documented on the engine's type (go doc
+// github.com/phaseshift/phaseshift/internal/engine.JournalStatus).
 type JournalStatus = engine.JournalStatus
 
 // EncodedChange is a Change encoded as Commit writes it, by EncodeChange,
 // for File.CommitEncoded and Memory.CommitEncoded. Its zero value is not
 // a change: CommitEncoded refuses it.
+//
+// It is an alias: its fields are documented on the engine's type (go doc
+// github.com/phaseshift/phaseshift/internal/engine.EncodedChange).
 type EncodedChange[K comparable, V any] = engine.EncodedChange[K, V]
 
 // Memory is a checkpoint held in memory, for tests. It keeps the contract of
