@@ -40,7 +40,7 @@ func TestReplayErrorIsTyped(t *testing.T) {
 
 	t.Run("out of sequence", func(t *testing.T) {
 		// The second record dropped: the third has seq 4 where 3 is due.
-		require.NoError(t, os.WriteFile(journal, slices(lines[0], lines[2]), 0o600))
+		require.NoError(t, os.WriteFile(journal, joined(lines[0], lines[2]), 0o600))
 		f := open()
 		defer f.Close()
 		_, err := f.Load(ctx)
@@ -58,7 +58,7 @@ func TestReplayErrorIsTyped(t *testing.T) {
 	t.Run("damaged before the last", func(t *testing.T) {
 		bad := bytes.Clone(lines[1])
 		bad[len(bad)/2] ^= 0x20
-		require.NoError(t, os.WriteFile(journal, slices(lines[0], bad, lines[2]), 0o600))
+		require.NoError(t, os.WriteFile(journal, joined(lines[0], bad, lines[2]), 0o600))
 		f := open()
 		defer f.Close()
 		_, err := f.Load(ctx)
@@ -73,4 +73,4 @@ func TestReplayErrorIsTyped(t *testing.T) {
 	})
 }
 
-func slices(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+func joined(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
