@@ -247,11 +247,11 @@ func (OS) CheckDir(dir string) error { return CheckDir(dir) }
 func (OS) OpenAppend(name string, perm fs.FileMode, create bool) (AppendFile, error) {
 	flag := os.O_WRONLY | os.O_APPEND | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	if !create {
-		f, _, err := openChecked("open", name, unix.O_WRONLY|unix.O_APPEND, 0, false)
+		f, st, err := openChecked("open", name, unix.O_WRONLY|unix.O_APPEND, 0, false)
 		if err != nil {
 			return nil, err
 		}
-		return osAppend{f}, nil
+		return &osAppend{File: f, opened: st.Size, fresh: true}, nil
 	}
 	f, err := openFile(name, flag|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
@@ -262,7 +262,7 @@ func (OS) OpenAppend(name string, perm fs.FileMode, create bool) (AppendFile, er
 		_ = os.Remove(name)
 		return nil, err
 	}
-	return osAppend{f}, nil
+	return &osAppend{File: f, fresh: true}, nil
 }
 
 // openFile is os.OpenFile for the files a journal's append opens (the
@@ -285,15 +285,33 @@ func openFile(name string, flag int, perm fs.FileMode) (*os.File, error) {
 	}
 }
 
-// osAppend is an os.File opened for appending.
-type osAppend struct{ *os.File }
+// osAppend is an os.File opened for appending. Until its first Write or
+// Truncate, Size is the size the open's fstat saw, without another.
+type osAppend struct {
+	*os.File
+	opened int64
+	fresh  bool
+}
 
-func (f osAppend) Size() (int64, error) {
+func (f *osAppend) Size() (int64, error) {
+	if f.fresh {
+		return f.opened, nil
+	}
 	fi, err := f.Stat()
 	if err != nil {
 		return 0, err
 	}
 	return fi.Size(), nil
+}
+
+func (f *osAppend) Write(b []byte) (int, error) {
+	f.fresh = false
+	return f.File.Write(b)
+}
+
+func (f *osAppend) Truncate(size int64) error {
+	f.fresh = false
+	return f.File.Truncate(size)
 }
 
 // Lstat calls os.Lstat.
@@ -302,14 +320,12 @@ func (OS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
 // Peek opens name as ReadFile does (openChecked), and reads its two ends
 // with pread.
 func (OS) Peek(name string, head, tail int) (first, last []byte, info fs.FileInfo, err error) {
-	f, _, err := openChecked("open", name, unix.O_RDONLY, 0, false)
+	f, st, err := openChecked("open", name, unix.O_RDONLY, 0, false)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	defer f.Close()
-	if info, err = f.Stat(); err != nil {
-		return nil, nil, nil, err
-	}
+	info = statInfo{name: name, st: st}
 	size := info.Size()
 	if first, err = readAt(f, 0, min(int64(head), size)); err != nil {
 		return nil, nil, nil, err

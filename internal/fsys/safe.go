@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -172,11 +174,41 @@ func openChecked(op, name string, flag int, perm fs.FileMode, oneLink bool) (*os
 		unix.Close(fd)
 		return nil, nil, err
 	}
+	// Cleared before os.NewFile, which would otherwise try to register a
+	// non-blocking descriptor with the runtime's poller (an epoll_ctl(2)
+	// that a regular file refuses): one system call either way.
 	if err := unix.SetNonblock(fd, false); err != nil {
 		unix.Close(fd)
 		return nil, nil, &fs.PathError{Op: op + ": fcntl", Path: name, Err: err}
 	}
 	return os.NewFile(uintptr(fd), name), &st, nil
+}
+
+// statInfo is the fs.FileInfo of the fstat an open made (openChecked), so
+// that its caller need not fstat the file again. Its SameFile compares
+// device and inode with another's, an os.Lstat's included.
+type statInfo struct {
+	name string
+	st   *unix.Stat_t
+}
+
+func (i statInfo) Name() string       { return filepath.Base(i.name) }
+func (i statInfo) Size() int64        { return i.st.Size }
+func (i statInfo) Mode() fs.FileMode  { return fs.FileMode(i.st.Mode & 0o777) } // a regular file: checkFile says so
+func (i statInfo) ModTime() time.Time { return time.Unix(i.st.Mtim.Unix()) }
+func (i statInfo) IsDir() bool        { return false }
+func (i statInfo) Sys() any           { return i.st }
+
+// SameFile reports whether o describes the same file: the same device
+// and inode.
+func (i statInfo) SameFile(o fs.FileInfo) bool {
+	switch st := o.Sys().(type) {
+	case *syscall.Stat_t:
+		return uint64(st.Dev) == uint64(i.st.Dev) && uint64(st.Ino) == uint64(i.st.Ino)
+	case *unix.Stat_t:
+		return uint64(st.Dev) == uint64(i.st.Dev) && uint64(st.Ino) == uint64(i.st.Ino)
+	}
+	return false
 }
 
 // CheckDir returns an error wrapping ErrUnsafe unless dir is a directory
