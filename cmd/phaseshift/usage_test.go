@@ -77,9 +77,9 @@ func TestHelp(t *testing.T) {
 }
 
 // The exit statuses are written once, in the code; --help and every verb's
-// --help print that table, and the README's table must say the same
-// (markdown code spans aside).
-func TestExitStatusesInTheREADME(t *testing.T) {
+// --help print that table, and the table in docs/command.md must say the
+// same (markdown code spans aside).
+func TestExitStatusesInTheDocs(t *testing.T) {
 	help := exitTable(t, run(t, "--help").stdout, regexp.MustCompile(`^  (\d+)  (.+)$`), "exit status:")
 	require.NotEmpty(t, help)
 	for i, s := range help {
@@ -88,10 +88,10 @@ func TestExitStatusesInTheREADME(t *testing.T) {
 	assert.Equal(t, help, exitTable(t, run(t, "verify", "--help").stdout, regexp.MustCompile(`^  (\d+)  (.+)$`), "exit status:"),
 		"a verb's --help prints the same table")
 
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile("../../docs/command.md")
 	require.NoError(t, err)
-	md := exitTable(t, strings.ReplaceAll(string(readme), "`", ""), regexp.MustCompile(`^\| (\d+) \| (.+) \|$`), "| exit | meaning |")
-	assert.Equal(t, help, md, "the README's table of exit statuses is the command's")
+	md := exitTable(t, strings.ReplaceAll(string(doc), "`", ""), regexp.MustCompile(`^\| (\d+) \| (.+) \|$`), "| exit | meaning |")
+	assert.Equal(t, help, md, "the table of exit statuses in docs/command.md is the command's")
 }
 
 type exitRow struct {
