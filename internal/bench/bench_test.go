@@ -65,7 +65,7 @@ import (
 //   - writes/save: how many writes one checkpoint save (an append to the
 //     journal, or a file replaced) carried.
 //
-// Reproduce (the figures of the README), on the disk under TMPDIR
+// Reproduce (the figures of docs/performance.md), on the disk under TMPDIR
 // (TMPDIR=/dev/shm for tmpfs, where an fsync costs next to nothing):
 //
 //	go test -run '^$' -bench . -count 5 ./internal/bench | tee bench.txt; benchstat bench.txt
