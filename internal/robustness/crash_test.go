@@ -85,7 +85,7 @@ func crashSeed(t *testing.T) uint64 {
 //     writing it, instead of temp file and rename): every mode fails
 //     within a few kills with "the checkpoint does not load: ...
 //     checkpoint is corrupt: the file is empty".
-//   - Replaying a journal without its last record (checkpoint/journal.go's
+//   - Replaying a journal without its last record (internal/engine/journal_replay.go's
 //     replay taking every last line for a torn one): phase3+journal fails
 //     at the first kill with "checkpoint file: w1k2: has "", want
 //     "r0.w1.i43" (acknowledged)".

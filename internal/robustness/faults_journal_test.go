@@ -27,7 +27,7 @@ import (
 // the next write succeeds.
 //
 // How I checked that it has teeth: removing the Truncate in disk.cutBack
-// (checkpoint/disk.go, appendJournal) fails the fsync case in every phase with
+// (internal/engine/disk_journal.go, appendJournal) fails the fsync case in every phase with
 // "the restart serves the last commit" (the write reported failed came
 // back; a failed or short write leaves at most a torn tail, which replay
 // discards anyway).

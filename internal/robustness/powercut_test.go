@@ -34,7 +34,7 @@ import (
 // How I checked that these tests have teeth (each breakage made locally in
 // the library, seen to fail, and reverted):
 //   - Deleting the directory fsync at the end of disk.replace in
-//     checkpoint/file.go: TestPowerCut fails in the drop model with
+//     internal/engine/disk.go: TestPowerCut fails in the drop model with
 //     "cut after the last call ... drop: the checkpoint holds seq 5, want
 //     seq 6" (an acknowledged save undone by the cut). The same
 //     breakage is also shown, in CI and without editing the library, by
