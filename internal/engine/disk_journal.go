@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"runtime"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -193,6 +194,12 @@ func (d *disk) writeCompaction(m Meta, lines [][]byte, stop *atomic.Bool) (*comp
 		step = "fsync"
 		err = f.Sync()
 		step = "write"
+		// And let a commit that is ready run before the next piece: on a
+		// fast disk a piece is CPU (encoding, checksum, copy), and with
+		// as many busy goroutines as cores a commit waiting for one
+		// would otherwise wait for the scheduler's preemption (a Put at
+		// 100,000 entries on tmpfs took 3-4 ms while a compaction ran).
+		runtime.Gosched()
 		return err
 	})
 	if err == nil {
