@@ -247,11 +247,11 @@ func (OS) CheckDir(dir string) error { return CheckDir(dir) }
 func (OS) OpenAppend(name string, perm fs.FileMode, create bool) (AppendFile, error) {
 	flag := os.O_WRONLY | os.O_APPEND | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	if !create {
-		f, st, err := openChecked("open", name, unix.O_WRONLY|unix.O_APPEND, 0, false)
+		fd, st, err := openCheckedFD("open", name, unix.O_WRONLY|unix.O_APPEND, 0, false)
 		if err != nil {
 			return nil, err
 		}
-		return &osAppend{File: f, opened: st.Size, fresh: true}, nil
+		return &rawAppend{rawFile: &rawFile{fd: fd, name: name}, opened: st.Size, fresh: true}, nil
 	}
 	f, err := openFile(name, flag|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
@@ -262,7 +262,7 @@ func (OS) OpenAppend(name string, perm fs.FileMode, create bool) (AppendFile, er
 		_ = os.Remove(name)
 		return nil, err
 	}
-	return &osAppend{File: f, fresh: true}, nil
+	return osAppend{f}, nil
 }
 
 // openFile is os.OpenFile for the files a journal's append opens (the
@@ -285,18 +285,10 @@ func openFile(name string, flag int, perm fs.FileMode) (*os.File, error) {
 	}
 }
 
-// osAppend is an os.File opened for appending. Until its first Write or
-// Truncate, Size is the size the open's fstat saw, without another.
-type osAppend struct {
-	*os.File
-	opened int64
-	fresh  bool
-}
+// osAppend is an os.File created for appending (a new journal).
+type osAppend struct{ *os.File }
 
-func (f *osAppend) Size() (int64, error) {
-	if f.fresh {
-		return f.opened, nil
-	}
+func (f osAppend) Size() (int64, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return 0, err
@@ -304,14 +296,30 @@ func (f *osAppend) Size() (int64, error) {
 	return fi.Size(), nil
 }
 
-func (f *osAppend) Write(b []byte) (int, error) {
-	f.fresh = false
-	return f.File.Write(b)
+// rawAppend is an existing journal opened for appending (openCheckedFD).
+// Until its first Write or Truncate, Size is the size the open's fstat
+// saw, without another.
+type rawAppend struct {
+	*rawFile
+	opened int64
+	fresh  bool
 }
 
-func (f *osAppend) Truncate(size int64) error {
+func (f *rawAppend) Size() (int64, error) {
+	if f.fresh {
+		return f.opened, nil
+	}
+	return f.size()
+}
+
+func (f *rawAppend) Write(b []byte) (int, error) {
 	f.fresh = false
-	return f.File.Truncate(size)
+	return f.rawFile.Write(b)
+}
+
+func (f *rawAppend) Truncate(size int64) error {
+	f.fresh = false
+	return f.rawFile.Truncate(size)
 }
 
 // Lstat calls os.Lstat.
@@ -320,10 +328,11 @@ func (OS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
 // Peek opens name as ReadFile does (openChecked), and reads its two ends
 // with pread.
 func (OS) Peek(name string, head, tail int) (first, last []byte, info fs.FileInfo, err error) {
-	f, st, err := openChecked("open", name, unix.O_RDONLY, 0, false)
+	fd, st, err := openCheckedFD("open", name, unix.O_RDONLY, 0, false)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	f := &rawFile{fd: fd, name: name}
 	defer f.Close()
 	info = statInfo{name: name, st: st}
 	size := info.Size()
@@ -337,7 +346,7 @@ func (OS) Peek(name string, head, tail int) (first, last []byte, info fs.FileInf
 }
 
 // readAt reads n bytes at off; a file cut shorter meanwhile reads short.
-func readAt(f *os.File, off, n int64) ([]byte, error) {
+func readAt(f io.ReaderAt, off, n int64) ([]byte, error) {
 	b := make([]byte, n)
 	got, err := f.ReadAt(b, off)
 	if errors.Is(err, io.EOF) {

@@ -3,6 +3,7 @@ package fsys
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -146,32 +147,8 @@ func retry(open func() (int, error)) (int, error) {
 // ordinary blocking *os.File. A symlink is an error wrapping ELOOP; what
 // checkFile refuses an error wrapping ErrUnsafe.
 func openChecked(op, name string, flag int, perm fs.FileMode, oneLink bool) (*os.File, *unix.Stat_t, error) {
-	// An lstat first: what is plainly not a regular file is refused
-	// without being opened at all (opening some devices does something).
-	// The fstat below is what counts: the name may change in between.
-	var pre unix.Stat_t
-	if err := unix.Lstat(name, &pre); err == nil && pre.Mode&unix.S_IFMT != unix.S_IFREG && pre.Mode&unix.S_IFMT != unix.S_IFLNK {
-		return nil, nil, checkFile(op, name, &pre, oneLink)
-	}
-	fd, err := retry(func() (int, error) {
-		return unix.Open(name, flag|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, uint32(perm))
-	})
-	switch {
-	case errors.Is(err, unix.ELOOP):
-		return nil, nil, &fs.PathError{Op: op, Path: name, Err: fmt.Errorf("%w: refusing to follow a symlink", err)}
-	case errors.Is(err, unix.ENXIO):
-		// A FIFO without a reader, opened for writing, or a socket.
-		return nil, nil, unsafe(op, name, "it is not a regular file (a FIFO or a socket)", "remove it (rm "+name+"); the daemon creates its files itself")
-	case err != nil:
-		return nil, nil, &fs.PathError{Op: op, Path: name, Err: err}
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, nil, &fs.PathError{Op: op + ": fstat", Path: name, Err: err}
-	}
-	if err := checkFile(op, name, &st, oneLink); err != nil {
-		unix.Close(fd)
+	fd, st, err := openCheckedFD(op, name, flag, perm, oneLink)
+	if err != nil {
 		return nil, nil, err
 	}
 	// Cleared before os.NewFile, which would otherwise try to register a
@@ -181,7 +158,45 @@ func openChecked(op, name string, flag int, perm fs.FileMode, oneLink bool) (*os
 		unix.Close(fd)
 		return nil, nil, &fs.PathError{Op: op + ": fcntl", Path: name, Err: err}
 	}
-	return os.NewFile(uintptr(fd), name), &st, nil
+	return os.NewFile(uintptr(fd), name), st, nil
+}
+
+// openCheckedFD is openChecked's open and checks, returning the raw
+// descriptor, still O_NONBLOCK: reads and writes of the regular file
+// checkFile let through ignore the flag. The two opens of a commit (the
+// checkpoint's Peek, the journal's append) use it with rawFile, which
+// spares each the fcntl(2) that clears the flag and the one os.NewFile
+// makes to read it: four of a commit's system calls (issue 35).
+func openCheckedFD(op, name string, flag int, perm fs.FileMode, oneLink bool) (int, *unix.Stat_t, error) {
+	// An lstat first: what is plainly not a regular file is refused
+	// without being opened at all (opening some devices does something).
+	// The fstat below is what counts: the name may change in between.
+	var pre unix.Stat_t
+	if err := unix.Lstat(name, &pre); err == nil && pre.Mode&unix.S_IFMT != unix.S_IFREG && pre.Mode&unix.S_IFMT != unix.S_IFLNK {
+		return -1, nil, checkFile(op, name, &pre, oneLink)
+	}
+	fd, err := retry(func() (int, error) {
+		return unix.Open(name, flag|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, uint32(perm))
+	})
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return -1, nil, &fs.PathError{Op: op, Path: name, Err: fmt.Errorf("%w: refusing to follow a symlink", err)}
+	case errors.Is(err, unix.ENXIO):
+		// A FIFO without a reader, opened for writing, or a socket.
+		return -1, nil, unsafe(op, name, "it is not a regular file (a FIFO or a socket)", "remove it (rm "+name+"); the daemon creates its files itself")
+	case err != nil:
+		return -1, nil, &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, nil, &fs.PathError{Op: op + ": fstat", Path: name, Err: err}
+	}
+	if err := checkFile(op, name, &st, oneLink); err != nil {
+		unix.Close(fd)
+		return -1, nil, err
+	}
+	return fd, &st, nil
 }
 
 // statInfo is the fs.FileInfo of the fstat an open made (openChecked), so
@@ -260,6 +275,90 @@ func WritableAbove(dir string) string {
 		}
 		if filepath.Dir(p) == p {
 			return ""
+		}
+	}
+}
+
+// rawFile is a regular file's descriptor from openCheckedFD, used without
+// an *os.File: Write, Sync, Close, ReadAt and Truncate are the system
+// calls themselves, each retried on EINTR (but close).
+type rawFile struct {
+	fd   int
+	name string
+}
+
+func (f *rawFile) Name() string { return f.name }
+
+func (f *rawFile) Write(b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := unix.Write(f.fd, b[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, &fs.PathError{Op: "write", Path: f.name, Err: err}
+		}
+		if m == 0 {
+			return n, &fs.PathError{Op: "write", Path: f.name, Err: io.ErrShortWrite}
+		}
+		n += m
+	}
+	return n, nil
+}
+
+func (f *rawFile) Sync() error {
+	if err := ignoringEINTR(func() error { return unix.Fsync(f.fd) }); err != nil {
+		return &fs.PathError{Op: "sync", Path: f.name, Err: err}
+	}
+	return nil
+}
+
+func (f *rawFile) Close() error {
+	if err := unix.Close(f.fd); err != nil {
+		return &fs.PathError{Op: "close", Path: f.name, Err: err}
+	}
+	return nil
+}
+
+// ReadAt reads len(b) bytes at off, fewer at the end of the file.
+func (f *rawFile) ReadAt(b []byte, off int64) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := unix.Pread(f.fd, b[n:], off+int64(n))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, &fs.PathError{Op: "read", Path: f.name, Err: err}
+		}
+		if m == 0 {
+			return n, io.EOF
+		}
+		n += m
+	}
+	return n, nil
+}
+
+func (f *rawFile) Truncate(size int64) error {
+	if err := ignoringEINTR(func() error { return unix.Ftruncate(f.fd, size) }); err != nil {
+		return &fs.PathError{Op: "truncate", Path: f.name, Err: err}
+	}
+	return nil
+}
+
+func (f *rawFile) size() (int64, error) {
+	var st unix.Stat_t
+	if err := ignoringEINTR(func() error { return unix.Fstat(f.fd, &st) }); err != nil {
+		return 0, &fs.PathError{Op: "stat", Path: f.name, Err: err}
+	}
+	return st.Size, nil
+}
+
+func ignoringEINTR(fn func() error) error {
+	for {
+		if err := fn(); err != unix.EINTR {
+			return err
 		}
 	}
 }
