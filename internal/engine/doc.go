@@ -1,10 +1,13 @@
 // Package engine is the checkpoint file's engine: the in-memory state and
 // its commit path (core.go), the file format (format.go, decode.go,
 // encode.go), the index of entries (index.go), the rule that keys read
-// back as themselves (keys.go), the write protocol on disk (disk.go), the
-// journal (journal*.go) and its background compaction (compact.go), the
-// kept copies (kept.go), the in-memory backend (memory.go), and the raw
-// reading and repairing the phaseshift command needs (tool.go).
+// back as themselves (keys.go), the write protocol on disk (disk.go) and
+// the lock (disk_lock.go), the journal (journal_format.go: its wire format
+// and the protocol's rules, stated once; journal.go: its state on the
+// core; journal_replay.go: replay and its ReplayError; disk_journal.go:
+// its disk I/O) and its background compaction (compact.go), the kept
+// copies (kept.go), the in-memory backend (memory.go), and the raw reading
+// and repairing the phaseshift command needs (tool.go).
 //
 // Package checkpoint is its public face: it re-exports the types, options
 // and errors documented there, and wraps File and Memory. Everything a
