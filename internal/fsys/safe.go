@@ -314,8 +314,15 @@ func (f *rawFile) Sync() error {
 	return nil
 }
 
+// Close closes the descriptor once; a second Close fails with
+// os.ErrClosed rather than close a number the process has reused.
 func (f *rawFile) Close() error {
-	if err := unix.Close(f.fd); err != nil {
+	if f.fd < 0 {
+		return &fs.PathError{Op: "close", Path: f.name, Err: os.ErrClosed}
+	}
+	fd := f.fd
+	f.fd = -1
+	if err := unix.Close(fd); err != nil {
 		return &fs.PathError{Op: "close", Path: f.name, Err: err}
 	}
 	return nil
