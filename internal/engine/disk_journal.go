@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -347,15 +348,42 @@ func (d *disk) discardCompaction(p *compacting) {
 // freeStep is how much of a discarded file freeInSteps frees at a time.
 const freeStep = 1 << 20
 
-// freeInSteps removes the file at name, which nothing else links (a
-// compaction's leftovers), freeing a big one's blocks a step at a time
-// first: cut by freeStep bytes, fsync, again. A file system with a
-// journal of its own (ext4's jbd2) makes a concurrent commit's fsync of
-// the checkpoint's journal wait for the transaction that frees the
-// blocks: the .prev of 100,000 entries, 20 MB, removed at once made one
-// Put wait 9 ms (its fsync costs 0.1 ms); in steps, an fsync waits for at
-// most one step's. A failure leaves the rest to the removal.
+// freeInSteps removes the file at name, a compaction's leftover, freeing a
+// big one's blocks a step at a time first: cut by freeStep bytes, fsync,
+// again. A file system with a journal of its own (ext4's jbd2) makes a
+// concurrent commit's fsync of the checkpoint's journal wait for the
+// transaction that frees the blocks: the .prev of 100,000 entries, 20 MB,
+// removed at once made one Put wait 9 ms (its fsync costs 0.1 ms); in
+// steps, an fsync waits for at most one step's. A failure leaves the rest
+// to the removal.
+//
+// A cut cuts the file, not the name: a leftover that is a link to a file
+// still in use (the journal, when the new one could not be renamed over
+// it; .prev, when the compaction ended before it was replaced; the
+// checkpoint itself, where a failed save left .prev one file with it) is
+// only unlinked. So the steps run only on a name that is its file's last
+// link, as the file system's own count says; where it cannot say (a
+// simulated file system), the file is only removed.
 func (d *disk) freeInSteps(name string) {
+	if lastLink(d.fs, name) {
+		d.cutInSteps(name)
+	}
+	_ = d.fs.Remove(name)
+}
+
+// lastLink reports whether name is the only link to its file.
+func lastLink(fsy fsys.FS, name string) bool {
+	fi, err := fsy.Lstat(name)
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Nlink == 1
+}
+
+// cutInSteps cuts the file at name down to freeStep bytes or fewer, a step
+// at a time, each made durable before the next.
+func (d *disk) cutInSteps(name string) {
 	if f, err := d.fs.OpenAppend(name, d.mode, false); err == nil {
 		size, err := f.Size()
 		for err == nil && size > freeStep {
@@ -366,7 +394,6 @@ func (d *disk) freeInSteps(name string) {
 		}
 		_ = f.Close()
 	}
-	_ = d.fs.Remove(name)
 }
 
 func (d *disk) removeJournal() error {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -68,4 +69,64 @@ func TestCompactionFreesTheOldFilesInSteps(t *testing.T) {
 	slices.Sort(left)
 	assert.Equal(t, []string{"state.json", "state.json.lock", "state.json.prev"}, left,
 		"what the compaction left is removed (and the journal, which it folded in whole)")
+}
+
+// TestCompactionNeverCutsALiveFile: what a compaction leaves may still be
+// a live file under another name - its link to the journal, when the new
+// journal could not be renamed over it - and freeing in steps cuts the
+// inode, not the name: it must then only remove its own name. (Review of
+// issue 35's change: freeInSteps cut the live journal, over 1 MiB, to its
+// last MiB when the new journal's rename failed; the next Load lost the
+// commits before.)
+func TestCompactionNeverCutsALiveFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	faulty := &fsystest.Faulty{}
+	var steps []func()
+	f, err := engine.Open[string, string](ctx, path, engine.WithFS(faulty),
+		engine.WithCompactions(func(s []func()) { steps = s }))
+	require.NoError(t, err)
+
+	value := strings.Repeat("v", 300)
+	entries := map[string]string{}
+	for i := range 20000 { // about 7 MB: the journal's bound, a fifth, is over 1 MiB
+		entries[fmt.Sprintf("key-%05d", i)] = value
+	}
+	meta := engine.Meta{Phase: "contract"}
+	require.NoError(t, f.Save(ctx, engine.Snapshot[string, string]{Meta: meta, Entries: entries}))
+	commit := func(i int) {
+		k := fmt.Sprintf("key-%05d", i%20000)
+		entries[k] = fmt.Sprintf("%s-%d", value, i)
+		require.NoError(t, f.Commit(ctx, meta, []engine.Change[string, string]{{Key: k, Value: entries[k]}}))
+	}
+	i := 0
+	for ; steps == nil; i++ {
+		require.Less(t, i, 100000, "no compaction started")
+		commit(i)
+	}
+	journal, err := os.Stat(path + ".journal")
+	require.NoError(t, err)
+	require.Greater(t, journal.Size(), int64(1<<20), "a journal big enough to be cut")
+
+	// The new journal cannot be renamed over the old: the old stays the
+	// journal, with the compaction's link to it.
+	faulty.Fail(fsystest.OpRename, path+".journal", syscall.EIO, 1)
+	for n, step := range steps {
+		step()
+		if n < 3 { // commits go on while the compaction runs, then stop
+			commit(i)
+			i++
+		}
+	}
+	require.NoError(t, f.Close())
+
+	g, err := engine.Open[string, string](ctx, path)
+	require.NoError(t, err)
+	defer g.Close()
+	snap, err := g.Load(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, len(entries), len(snap.Entries))
+	assert.Equal(t, entries, snap.Entries, "every acknowledged commit is there")
+	assert.Nil(t, g.Journal().Torn, "nothing was cut off the journal")
 }
