@@ -58,31 +58,16 @@ var upper = map[string][]string{
 	"metrics/":    {"/cmd/", "/examples/"},
 }
 
-// lowerLayerAllowed are the packages of a lower layer's folder that may
-// import a higher one because they exist to test or measure the layers
-// together, each with its reason; their production code is none.
-var lowerLayerAllowed = map[string]string{
-	"internal/robustness/": "the robustness suite drives Stores over checkpoints, from the outside",
-	"internal/bench/":      "the benchmarks measure a Store against its references",
-	"internal/deps/":       "it checks the pins of a module importing checkpoint and migrate",
-	"internal/testcni/":    "a CNI test kit for the examples",
-	"internal/promtest/":   "a Prometheus test kit for the gate's tests",
-}
-
 // TestImportsRunDownward: no production file of a lower layer imports a
 // higher one (checkpoint/checkpointtest and migrate/migratetest are
 // production code too: users import them); test files may, since they test
-// the layers together, and so may the test kits lowerLayerAllowed names.
+// the layers together (internal/robustness and internal/bench are all
+// tests but their file systems and references).
 func TestImportsRunDownward(t *testing.T) {
 	checked := 0
 	goFiles(t, func(rel string, f *ast.File) {
 		if strings.HasSuffix(rel, "_test.go") {
 			return
-		}
-		for dir := range lowerLayerAllowed {
-			if strings.HasPrefix(rel, dir) {
-				return
-			}
 		}
 		for layer, banned := range upper {
 			if !strings.HasPrefix(rel, layer) {

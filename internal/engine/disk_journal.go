@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"runtime"
 	"sync/atomic"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -365,20 +364,10 @@ const freeStep = 1 << 20
 // link, as the file system's own count says; where it cannot say (a
 // simulated file system), the file is only removed.
 func (d *disk) freeInSteps(name string) {
-	if lastLink(d.fs, name) {
+	if fi, err := d.fs.Lstat(name); err == nil && fsys.LastLink(fi) {
 		d.cutInSteps(name)
 	}
 	_ = d.fs.Remove(name)
-}
-
-// lastLink reports whether name is the only link to its file.
-func lastLink(fsy fsys.FS, name string) bool {
-	fi, err := fsy.Lstat(name)
-	if err != nil || !fi.Mode().IsRegular() {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && st.Nlink == 1
 }
 
 // cutInSteps cuts the file at name down to freeStep bytes or fewer, a step

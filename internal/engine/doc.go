@@ -18,8 +18,8 @@
 // internal/fsys/fsystest).
 //
 // Imports run one way: this package imports internal/fsys, internal/rawfile,
-// internal/memfile and internal/jsonvalue, and nothing that imports it
-// (internal/conventions checks the direction).
+// internal/memfile and internal/jsonvalue; internal/conventions checks that
+// nothing under internal imports checkpoint, source or a layer above them.
 //
 // # Caveats
 //

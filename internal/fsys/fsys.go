@@ -37,6 +37,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -353,6 +354,23 @@ func readAt(f io.ReaderAt, off, n int64) ([]byte, error) {
 		err = nil
 	}
 	return b[:got], err
+}
+
+// LastLink reports whether fi, a result of an FS's Lstat, describes a
+// regular file whose only link is the name it was read at, as the
+// operating system counts links; false where it cannot say (a simulated
+// file system's FileInfo).
+func LastLink(fi fs.FileInfo) bool {
+	if fi == nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	switch st := fi.Sys().(type) {
+	case *syscall.Stat_t:
+		return st.Nlink == 1
+	case *unix.Stat_t:
+		return st.Nlink == 1
+	}
+	return false
 }
 
 // SameFile reports whether a and b, results of an FS's Lstat, describe the
