@@ -164,10 +164,22 @@ type Config[K comparable, V any] struct {
 	// dropped on the evidence of a partial listing.
 	PruneOrphans bool
 
-	// VolatileLegacy says legacy does not survive a restart (a registry
-	// kept in memory): its emptiness after one is never evidence, and the
-	// checkpoint is then the only copy of the state (rules 4 and 11). It
-	// describes the world, as Match and Equal do; no default could guess it.
+	// LegacyKind says what legacy is where the source cannot say it
+	// itself (source.Kinded): source.Durable (a file, a database: it
+	// survives a restart), source.Volatile (a registry in memory: it is
+	// empty after every restart, and its emptiness is never evidence; the
+	// checkpoint is then the only copy of the state, rules 4 and 11) or
+	// source.Observing (kept current by someone else; a Reader that takes
+	// no writes is one already). Zero: the source says. A source.Map says
+	// Volatile; a Reader that also implements source.Writer and says
+	// nothing is refused by New, which does not guess. A stated kind wins
+	// over the source's between Durable and Volatile (a Map the program
+	// keeps on disk itself is durable); Observing for a source.Writer, or
+	// Durable or Volatile for a Reader that takes no writes, is an error.
+	LegacyKind source.Kind
+
+	// VolatileLegacy is LegacyKind: source.Volatile, as earlier releases
+	// spelled it.
 	VolatileLegacy bool
 
 	// ShortLived says the Store lives for one invocation: an exec'd CNI
@@ -220,10 +232,53 @@ func (c *Config[K, V]) validate() error {
 			return fmt.Errorf("migrate: %w: phase %d (%s) needs Config.Legacy, the source the previous version restored from: only phase 3 (contract) runs without it", ErrInvalidConfig, int(c.Phase), c.Phase)
 		}
 	}
+	if err := c.resolveKind(); err != nil {
+		return err
+	}
 	if err := c.validateShortLived(); err != nil {
 		return err
 	}
 	return c.validateLegacyKind()
+}
+
+// resolveKind settles what legacy is, from the source and from
+// Config.LegacyKind and VolatileLegacy, and writes it back to both fields
+// (VolatileLegacy is set exactly when legacy is volatile). It refuses a
+// legacy the Store writes whose kind nothing says, and a stated kind the
+// source contradicts.
+func (c *Config[K, V]) resolveKind() error {
+	if c.Legacy == nil {
+		return nil
+	}
+	stated := c.LegacyKind
+	if c.VolatileLegacy {
+		if stated != source.Unknown && stated != source.Volatile {
+			return fmt.Errorf("migrate: %w: Config.VolatileLegacy is set and Config.LegacyKind is %s: set one of them", ErrInvalidConfig, stated)
+		}
+		stated = source.Volatile
+	}
+	own := source.KindOf(c.Legacy)
+	_, writes := c.Legacy.(source.Writer[K, V])
+	kind := own
+	switch {
+	case stated == source.Observing && writes, stated != source.Unknown && stated != source.Observing && !writes:
+		return fmt.Errorf("migrate: %w: Config.LegacyKind is %s, but legacy (%T) %s", ErrInvalidConfig, stated, c.Legacy, takesWrites(writes))
+	case stated != source.Unknown:
+		kind = stated
+	}
+	if kind == source.Unknown {
+		return fmt.Errorf("migrate: %w: legacy (%T) takes the Store's writes, and whether it survives a restart cannot be told: set Config.LegacyKind to source.Durable (a file or a database: it holds every acknowledged write after a restart) or source.Volatile (a registry in memory: empty after every restart), or have the type implement source.Kinded; the two are restored differently, and a wrong guess loses state", ErrInvalidConfig, c.Legacy)
+	}
+	c.LegacyKind, c.VolatileLegacy = kind, kind == source.Volatile
+	return nil
+}
+
+// takesWrites says whether a legacy implements source.Writer.
+func takesWrites(writes bool) string {
+	if writes {
+		return "takes the Store's writes (it implements source.Writer): durable or volatile"
+	}
+	return "takes no writes (it is not a source.Writer): observing"
 }
 
 // validateLegacyKind refuses what restore could only get wrong: an implicit

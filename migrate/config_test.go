@@ -134,7 +134,7 @@ func TestShortLivedRefusesALegacyThatLags(t *testing.T) {
 			require.ErrorIs(t, err, migrate.ErrInvalidConfig, "phase %d", p)
 			assert.Contains(t, err.Error(), "run a daemon that restores once")
 		}
-		_, err = migrate.New(migrate.Config[string, int]{Phase: p, Legacy: written, Checkpoint: cp, ShortLived: true})
+		_, err = migrate.New(migrate.Config[string, int]{Phase: p, Legacy: written, LegacyKind: source.Durable, Checkpoint: cp, ShortLived: true})
 		assert.NoError(t, err, "a legacy the Store writes is fine in phase %d", p)
 		_, err = migrate.New(migrate.Config[string, int]{Phase: p, Legacy: observing, Checkpoint: cp, Equal: sameInt})
 		assert.NoError(t, err, "without ShortLived, a daemon may observe")

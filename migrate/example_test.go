@@ -63,11 +63,11 @@ func Example() {
 // keeps exactly what was acknowledged.
 func Example_rollout() {
 	ctx := context.Background()
-	var registry source.Map[string, int] // legacy, written explicitly
+	var registry source.Map[string, int] // legacy, written explicitly; it stands for the old version's file here
 	disk := checkpoint.NewMemory[string, int]()
 
 	run := func(p migrate.Phase, work func(s *migrate.Store[string, int])) {
-		cfg := migrate.Config[string, int]{Phase: p, Legacy: &registry, Merge: migrate.PreferLegacy[string, int]}
+		cfg := migrate.Config[string, int]{Phase: p, Legacy: &registry, LegacyKind: source.Durable, Merge: migrate.PreferLegacy[string, int]}
 		if p != migrate.PhaseLegacy {
 			// A restart: the same in-memory file, opened afresh. (The old
 			// binary, in phase 0, does not know the file.)

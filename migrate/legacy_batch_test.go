@@ -42,6 +42,9 @@ func newBatchLegacy(start map[string]int) *batchLegacy {
 	return &batchLegacy{m: maps.Clone(start)}
 }
 
+// LegacyKind: it stands for a file.
+func (b *batchLegacy) LegacyKind() source.Kind { return source.Durable }
+
 func (b *batchLegacy) List(context.Context) (map[string]int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

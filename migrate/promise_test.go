@@ -84,7 +84,7 @@ func (n *registryNode) start(p migrate.Phase) (migrate.Report[string], error) {
 		require.NoError(n.t, n.s.Close())
 		n.s = nil
 	}
-	cfg := migrate.Config[string, int]{Phase: p, Legacy: n.reg}
+	cfg := migrate.Config[string, int]{Phase: p, Legacy: n.reg, LegacyKind: source.Durable}
 	if p != migrate.PhaseLegacy || n.newPhase0 {
 		cfg.Checkpoint = checkpointtest.Reopen(n.t, n.cp)
 	}
@@ -264,7 +264,7 @@ func TestPromiseBinaryRollbackInPhase3(t *testing.T) {
 func TestPromiseVolatileLegacy(t *testing.T) {
 	t.Run("rule11", func(t *testing.T) {
 		n := newRegistryNode(t)
-		n.cfg = func(c *migrate.Config[string, int]) { c.VolatileLegacy = true }
+		n.cfg = func(c *migrate.Config[string, int]) { c.LegacyKind = source.Volatile }
 		restart := func(p migrate.Phase) migrate.Report[string] {
 			n.reg.Replace(nil) // the registry dies with the process
 			return n.mustStart(p)

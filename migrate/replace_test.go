@@ -15,6 +15,7 @@ import (
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
+	"github.com/phaseshift/phaseshift/source"
 )
 
 // committing is a checkpoint that records the changes of every Commit.
@@ -159,6 +160,9 @@ type typedLegacy[V any] struct {
 	mu sync.Mutex // guards m
 	m  map[string]V
 }
+
+// LegacyKind: it stands for a file.
+func (l *typedLegacy[V]) LegacyKind() source.Kind { return source.Durable }
 
 func newTypedLegacy[V any](start map[string]V) *typedLegacy[V] {
 	return &typedLegacy[V]{m: maps.Clone(start)}

@@ -176,3 +176,9 @@ func (l *Explicit[K, V]) Writes() (puts, deletes int) {
 	defer l.wmu.Unlock()
 	return l.puts, l.deletes
 }
+
+// LegacyKind is source.Durable: an Explicit stands for a registry or a
+// file that survives a restart. A Factory whose legacy dies with the
+// process (Config.Volatile) sets migrate.Config.VolatileLegacy, or
+// LegacyKind, which wins.
+func (l *Explicit[K, V]) LegacyKind() source.Kind { return source.Durable }

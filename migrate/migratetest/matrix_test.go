@@ -391,7 +391,10 @@ func TestMatrixCatchesBrokenRules(t *testing.T) {
 	})
 	t.Run("a volatile legacy taken as evidence", func(t *testing.T) {
 		cfg := registryConfig()
-		cfg.Volatile, cfg.MaxLen = true, 3 // the factory does not say so
+		cfg.Volatile, cfg.MaxLen = true, 3
+		// The legacy says it is volatile; a factory that says otherwise
+		// takes its emptiness as evidence.
+		wrap(&cfg, func(_ migrate.Phase, mc *migrate.Config[string, int]) { mc.LegacyKind = source.Durable })
 		caught(t, cfg, 3, "LOST")
 	})
 	t.Run("a failed undo reported as a plain failure", func(t *testing.T) {
@@ -483,6 +486,7 @@ func full[K comparable, V any](c migrate.Checkpoint[K, V]) fullCheckpoint[K, V] 
 type explicitLegacy[K comparable, V any] interface {
 	source.Reader[K, V]
 	source.Writer[K, V]
+	source.Kinded
 }
 
 // completeListing hides that a listing was partial.

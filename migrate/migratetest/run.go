@@ -382,7 +382,7 @@ func (r *run[K, V]) configure(p migrate.Phase, b build) (migrate.Config[K, V], e
 	}
 	var legacy source.Reader[K, V] = &implicitSide[K, V]{w: &r.w, match: r.a.match}
 	if r.w.exp != nil {
-		legacy = &explicitSide[K, V]{implicitSide[K, V]{w: &r.w, match: r.a.match}}
+		legacy = &explicitSide[K, V]{implicitSide[K, V]{w: &r.w, match: r.a.match}, r.cfg.Volatile}
 	}
 	if r.cfg.OpenLegacy != nil {
 		if err := r.w.openStore(r.cfg.OpenLegacy); err != nil {

@@ -274,8 +274,20 @@ func (l *implicitSide[K, V]) List(ctx context.Context) (map[K]V, error) {
 }
 
 // explicitSide is a legacy the Store writes, as the Store sees it; it
-// reports durable writes to the world.
-type explicitSide[K comparable, V any] struct{ implicitSide[K, V] }
+// reports durable writes to the world, and says it is volatile where the
+// world's legacy dies with every restart (Config.Volatile).
+type explicitSide[K comparable, V any] struct {
+	implicitSide[K, V]
+	volatile bool
+}
+
+// LegacyKind says what the world's legacy is.
+func (l *explicitSide[K, V]) LegacyKind() source.Kind {
+	if l.volatile {
+		return source.Volatile
+	}
+	return source.Durable
+}
 
 func (l *explicitSide[K, V]) Put(ctx context.Context, k K, v V) error {
 	err := l.w.exp.Put(ctx, k, v)
