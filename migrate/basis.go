@@ -99,7 +99,7 @@ func rulePhase3AfterPhase0[K comparable, V any](s *Store[K, V], in *sides[K, V])
 		return 0, false, nil
 	}
 	how := "run phase 1 (expand) or 2 (migrate) first, with legacy readable"
-	if !storesOwnMark(behindMark(in.ck.meta)) && in.ck.missed == 0 {
+	if !storesOwnMark(behindMark(in.ck.meta)) {
 		how += "; where legacy cannot hold what the file lacks (one phase 3 left stale), `phaseshift clear-mark PATH` says how to go on"
 	}
 	return 0, false, restoreErr("%w: the checkpoint is stale: %s; phase 3 needs a checkpoint level with legacy: %s", ErrStale, staleWhy(in), how)
@@ -200,8 +200,6 @@ func needsLegacy[K comparable, V any](s *Store[K, V], in *sides[K, V], b basis) 
 // staleWhy says why the checkpoint cannot be served on its own.
 func staleWhy[K comparable, V any](in *sides[K, V]) string {
 	switch {
-	case in.ck.missed > 0:
-		return missedWhy(&in.ck)
 	case in.ck.behind:
 		return fmt.Sprintf("seq %d is marked behind legacy: %s", in.ck.meta.Seq, behindMark(in.ck.meta))
 	case in.ck.bootOld:

@@ -25,29 +25,22 @@ type holder[K comparable] struct {
 	held   bool // the checkpoint holds it: acknowledged by this library
 }
 
-// rank orders holders by how sure it is that they are live: listed and
-// held, listed (a write the checkpoint never saw, or a DEL the runtime has
-// not finished), held only (an orphan, or an entry a partial listing
-// could not read).
-func (h holder[K]) rank() int {
-	r := 0
-	if h.listed {
-		r += 2
-	}
-	if h.held {
-		r++
-	}
-	return r
-}
+// live reports whether both sides show the holder live: legacy lists it
+// and the checkpoint holds it. Only such a holder is evidence against
+// another: one side alone is no evidence of which is stale, since a
+// runtime's listing lags both ways (an ADD acknowledged and not listed
+// yet, a DEL acknowledged and still listed) and the old binary's writes
+// look the same from here.
+func (h holder[K]) live() bool { return h.listed && h.held }
 
-// resolveUnique drops, from what build served, every entry another entry
-// outranks on a part of its value (rule 22), and reports it (Dropped;
-// Errors where the sides cannot tell). In phase 3 an entry legacy lists
-// and the checkpoint lacks that outranks one the checkpoint holds shows a
-// run that did not write the checkpoint (the old binary) came after it:
-// Restore refuses (rule 10). With VolatileLegacy (legacy is never
-// evidence), in phase 0, which serves legacy as it is, and when legacy
-// could not be listed, what is served twice is only reported (Errors).
+// resolveUnique drops, from what build served, every entry that shares a
+// part of its value (an address) with an entry the sides show live, and
+// reports it (rule 22: Dropped; Errors where the sides cannot tell, and
+// both are served, so that the part stays taken). A dropped entry is
+// evidence against nothing: it holds no part any more. With VolatileLegacy
+// (legacy is never evidence), in phase 0, which serves legacy as it is,
+// and when legacy could not be listed, what is served twice is only
+// reported (Errors).
 func (s *Store[K, V]) resolveUnique(in *sides[K, V], held map[K]bool, out *built[K, V], r *Report[K]) error {
 	if s.cfg.Unique == nil {
 		return nil
@@ -58,38 +51,57 @@ func (s *Store[K, V]) resolveUnique(in *sides[K, V], held map[K]bool, out *built
 		// a volatile legacy, or one that could not be listed, says nothing
 		// of what is live): what is served twice is reported, not resolved.
 		for _, g := range groups {
-			r.Errors = append(r.Errors, fmt.Errorf("%s hold a part of their values that no two entries may share (Config.Unique), and phase %d (%s) cannot tell which is stale: both are served", holderList(g), int(s.cfg.Phase), s.cfg.Phase))
+			r.Errors = append(r.Errors, fmt.Errorf("%s: %w, and phase %d (%s) cannot tell which is stale: all are served", holderList(g), ErrValueShared, int(s.cfg.Phase), s.cfg.Phase))
 		}
 		return nil
 	}
 	dropped := map[K]bool{}
 	for _, g := range groups {
-		best := slices.MaxFunc(g, func(a, b holder[K]) int { return a.rank() - b.rank() })
-		winners := 0
-		for _, h := range g {
-			if h.rank() == best.rank() {
-				winners++
-			}
-		}
-		if winners > 1 {
-			r.Errors = append(r.Errors, fmt.Errorf("%s hold a part of their values that no two entries may share (Config.Unique), and neither side says which is stale: both are served", holderList(g)))
+		if !slices.ContainsFunc(g, holder[K].live) {
 			continue
 		}
 		for _, h := range g {
-			if h.rank() == best.rank() || dropped[h.key] {
-				continue
+			if !h.live() {
+				dropped[h.key] = true
 			}
-			if s.cfg.Phase == PhaseContract && best.listed && !best.held && h.held {
-				return restoreErr("%w: legacy lists %s, which the checkpoint never held, with a part of its value the checkpoint gives %s (Config.Unique): a run that does not write the checkpoint (the old binary) came after it; phase 3 needs a checkpoint level with legacy: run phase 2 (migrate) once, which lets legacy decide", ErrStale, keyText(best.key), keyText(h.key))
-			}
-			dropped[h.key] = true
 		}
 	}
-	if len(dropped) == 0 {
-		return nil
+	for _, g := range groups {
+		s.reportUndecided(g, dropped, r)
 	}
-	s.dropConflicts(in, out, r, dropped)
+	if len(dropped) > 0 {
+		s.dropConflicts(in, out, r, dropped)
+	}
 	return nil
+}
+
+// reportUndecided reports a part that entries still share once the
+// entries a live holder outranks are dropped: the sides cannot tell which
+// is stale, so every one is served and the part stays taken (a leak until
+// the gone one's delete, or a prune, at worst; never a part handed out
+// twice).
+func (s *Store[K, V]) reportUndecided(g []holder[K], dropped map[K]bool, r *Report[K]) {
+	left := slices.DeleteFunc(slices.Clone(g), func(h holder[K]) bool { return dropped[h.key] })
+	if len(left) < 2 {
+		return
+	}
+	r.Errors = append(r.Errors, fmt.Errorf("%s: %w, and the sides do not say which is stale (%s): all are served, so the part stays taken; the one that is gone is freed by its delete or by `phaseshift prune-orphans`", holderList(left), ErrValueShared, holderEvidence(left)))
+}
+
+// holderEvidence says what the sides show of each holder.
+func holderEvidence[K comparable](g []holder[K]) string {
+	parts := make([]string, len(g))
+	for i, h := range g {
+		what := "only the checkpoint holds it"
+		switch {
+		case h.live():
+			what = "listed and held"
+		case h.listed:
+			what = "only legacy lists it"
+		}
+		parts[i] = keyText(h.key) + ": " + what
+	}
+	return strings.Join(parts, "; ")
 }
 
 // heldIDs returns the identities of the entries the checkpoint holds, where

@@ -57,3 +57,10 @@ var (
 	// checkpoint that knows this cannot be read.
 	ErrUnsafeRestore = errors.New("restore would serve stale state")
 )
+
+// ErrValueShared is matched (errors.Is) by a Report.Errors entry that names
+// entries served with a part of their values that Config.Unique says no two
+// may share, where the sides do not say which is stale (rule 22): every one
+// is served, so the part stays taken, and a later restore, once the
+// runtime's listing has settled, may decide.
+var ErrValueShared = errors.New("entries share a part of their values that no two may share (Config.Unique)")

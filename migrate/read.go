@@ -23,8 +23,7 @@ type ckptView[K comparable, V any] struct {
 	usable  bool            // entries may be used
 	partial bool            // some entries could not be read; entries lacks them
 	aside   error           // why the file must be quarantined before anything is saved; nil if it need not be
-	behind  bool            // it carries the mark of a run that did not keep it level with legacy, or legacy shows it missed writes
-	missed  int             // entries an implicit legacy lists that it never held (rule 7), in phase 2
+	behind  bool            // it carries the mark of a run that did not keep it level with legacy
 	bootOld bool            // written in an earlier boot: discarded
 }
 
@@ -207,43 +206,6 @@ func (s *Store[K, V]) judgeCheckpoint(c *ckptView[K, V], r *Report[K]) {
 			r.Stale = fmt.Sprintf("seq %d is marked behind legacy: %s", m.Seq, mark)
 		}
 	}
-}
-
-// judgeMissedWrites is rule 7's second half: in phase 2, an implicit legacy
-// listed in full that lists an entry the checkpoint never held shows a write the
-// checkpoint never saw. CRI lists a sandbox only once the ADD that made it
-// was acknowledged, and phases 1 to 3 acknowledge an ADD only once the
-// checkpoint has it: a run that does not write the checkpoint (the old
-// binary, which leaves no mark) came after its last save, and may have
-// deleted what the checkpoint still holds, and handed its address to the
-// entry it lacks. So the checkpoint is behind legacy, as if marked, and
-// legacy decides which entries exist (rule 14), as phase 1 does. Not for
-// an explicit legacy, which holds every acknowledged write and decides
-// which entries exist in phase 2 anyway, nor a volatile one, which is
-// never evidence, nor in phase 3, which reads the checkpoint (rule 17).
-func (s *Store[K, V]) judgeMissedWrites(in *sides[K, V], r *Report[K]) {
-	c := &in.ck
-	if s.cfg.Phase != PhaseMigrate || s.explicit != nil || s.cfg.VolatileLegacy ||
-		!c.usable || c.behind || c.aside != nil || !in.lg.complete {
-		return
-	}
-	idx := s.index(c.entries)
-	missed := map[K]bool{} // by identity: legacy may list an entry under two keys (rule 22)
-	for k := range in.lg.entries {
-		if _, ok := find(idx, c.entries, s.id(k)); !ok {
-			missed[s.id(k)] = true
-		}
-	}
-	c.missed = len(missed)
-	if c.missed > 0 {
-		c.behind = true
-		r.Stale = missedWhy(c)
-	}
-}
-
-// missedWhy says why a checkpoint that missed writes is behind legacy.
-func missedWhy[K comparable, V any](c *ckptView[K, V]) string {
-	return fmt.Sprintf("legacy lists %s the checkpoint (seq %d) never held: a run that does not write the checkpoint (the old binary) came after it", entries(c.missed), c.meta.Seq)
 }
 
 // The marks a save leaves in Meta.Behind: why the checkpoint may lack what

@@ -57,7 +57,6 @@ func (s *Store[K, V]) restore(ctx context.Context, r *Report[K]) (state[K, V], e
 	if in.lg, err = s.readLegacy(ctx); err != nil {
 		return state[K, V]{}, err
 	}
-	s.judgeMissedWrites(&in, r)
 	b, err := s.chooseBasis(&in)
 	if err != nil {
 		return state[K, V]{}, err

@@ -189,12 +189,17 @@ func staleByContent(p migrate.Phase, explicit bool, w want) want {
 		w.dropped, w.stale = []string{"d"}, true
 	case w.stale: // phase 2 over a file behind legacy restores as phase 1
 		w.backfilled, w.dropped = []string{"c"}, []string{"d"}
+	case explicit:
+		// An explicit legacy holds every acknowledged write: legacy
+		// decides which entries exist.
+		w.backfilled, w.dropped = []string{"c"}, []string{"d"}
 	default:
-		// Explicit legacy holds every acknowledged write, and an
-		// implicit one lists c, which the checkpoint never held: a run
-		// that does not write the checkpoint came after it (rule 7).
-		// Either way legacy decides which entries exist.
-		w.backfilled, w.dropped, w.stale = []string{"c"}, []string{"d"}, !explicit
+		// An implicit legacy lists c, which the checkpoint never held,
+		// and not d: its listing lags both ways (an ADD not listed yet, a
+		// DEL not finished), so neither is evidence of history. c is
+		// backfilled, and d kept as an orphan (rule 21).
+		w.backfilled, w.orphaned = []string{"c"}, []string{"d"}
+		w.served = map[string]int{"a": 1, "b": b, "c": 3, "d": 4}
 	}
 	return saved(p, w)
 }

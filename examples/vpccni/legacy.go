@@ -90,6 +90,9 @@ func (l *Legacy) read() (map[Key]Alloc, error) {
 	return m, nil
 }
 
+// LegacyKind is source.Durable: ipamd's file survives a restart.
+func (l *Legacy) LegacyKind() source.Kind { return source.Durable }
+
 // Put stores one allocation: the whole file is written again.
 func (l *Legacy) Put(ctx context.Context, key Key, value Alloc) error {
 	return l.Write(ctx, []source.Change[Key, Alloc]{{Key: key, Value: value}})

@@ -328,15 +328,6 @@ func TestMatrixCatchesBrokenRules(t *testing.T) {
 			return strings.Contains(strings.Join(v.Problems, "\n"), "DROPPED ON A PARTIAL LISTING")
 		}), "the prune itself is caught")
 	})
-	t.Run("an address held twice over a partial listing, without Config.Unique", func(t *testing.T) {
-		// A partial listing keeps what the checkpoint holds and legacy
-		// cannot show, and the old binary may have deleted it and handed
-		// its address on: without Unique the Store cannot tell.
-		cfg := ipamConfig()
-		wrap(&cfg, func(_ migrate.Phase, mc *migrate.Config[ipamKey, alloc]) { mc.Unique = nil })
-		cfg.PartialListings, cfg.MaxLen, cfg.Seed = true, 4, 4
-		caught(t, cfg, 4, "TWICE")
-	})
 	t.Run("the checkpoint wins over the old binary's values", func(t *testing.T) {
 		cfg := registryConfig()
 		wrap(&cfg, func(_ migrate.Phase, mc *migrate.Config[string, int]) {

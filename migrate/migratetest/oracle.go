@@ -130,6 +130,11 @@ func (r *run[K, V]) verify(s *migrate.Store[K, V], rep migrate.Report[K], p migr
 	problems = append(problems, r.checkHidden(served, p)...)
 	problems = append(problems, r.checkUncertain(served, orphaned(r, rep), p)...)
 	problems = append(problems, r.checkRest(served, rep, p)...)
+	r.shared = undecided(rep)
+	r.orphans = map[K]bool{}
+	for _, k := range rep.Orphaned {
+		r.orphans[r.a.match(k)] = true
+	}
 	problems = append(problems, r.checkUnique(served)...)
 	r.updateBehind(p)
 	slices.Sort(problems)

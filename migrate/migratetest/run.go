@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
@@ -40,6 +41,13 @@ type run[K comparable, V any] struct {
 
 	nextKey int // the next fresh key, with Immutable
 	freed   []V // values acknowledged deletes removed, for reuse (Config.Unique)
+	// shared says the last restore reported entries that share a part of
+	// their values (migrate.ErrValueShared): a part it serves to an entry
+	// that is gone beside a live one is a leak it reported.
+	shared bool
+	// orphans is what the last restore reported as orphans, by identity:
+	// a part served to one of them that is gone is a leak it reported.
+	orphans map[K]bool
 	noFree  int // writes whose value could not be drawn free (Config.Unique)
 
 	trace                              []string
@@ -305,9 +313,10 @@ func (r *run[K, V]) start(p migrate.Phase, b build, inject bool) (*migrate.Store
 // start, and keeps a fleet's gate red for good: an Equal that compares
 // what legacy cannot see, say.) Phase 0 is left out: it serves legacy, and
 // a volatile legacy's state dies at every restart. So is a restore that
-// met a partial listing, whose next, complete, listing has more to say.
+// met a partial listing, whose next, complete, listing has more to say,
+// or that served entries sharing a part of their values (undecided).
 func (r *run[K, V]) steady(s *migrate.Store[K, V], rep migrate.Report[K], p migrate.Phase, b build) (*migrate.Store[K, V], []string) {
-	if p == migrate.PhaseLegacy || len(r.w.hiddenIDs) > 0 {
+	if p == migrate.PhaseLegacy || len(r.w.hiddenIDs) > 0 || undecided(rep) {
 		return s, nil
 	}
 	first := r.servedByID(s)
@@ -329,6 +338,14 @@ func (r *run[K, V]) steady(s *migrate.Store[K, V], rep migrate.Report[K], p migr
 		r.logf("  %s", pr)
 	}
 	return s, problems
+}
+
+// undecided reports whether rep served entries that share a part of
+// their values because the sides could not say which is stale: the entry
+// that restore backfilled from legacy then stands in the checkpoint, and
+// the next restore may decide (migrate.ErrValueShared).
+func undecided[K comparable](rep migrate.Report[K]) bool {
+	return slices.ContainsFunc(rep.Errors, func(err error) bool { return errors.Is(err, migrate.ErrValueShared) })
 }
 
 // steadyProblems compares the report of a restore right after a restore

@@ -262,6 +262,10 @@ func (s *Source) List(ctx context.Context) (map[Key]Allocation, error) {
 	return out, err
 }
 
+// LegacyKind is source.Durable: host-local's files survive a restart of
+// the process (and, on disk, a reboot).
+func (s *Source) LegacyKind() source.Kind { return source.Durable }
+
 // Put makes alloc the addresses of key: it reserves each address key does
 // not hold yet through the plugins' disk store (a file named after the
 // address, holding the container ID and interface name), then removes the
