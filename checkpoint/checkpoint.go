@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"io/fs"
+	"log/slog"
 	"time"
 
 	"go.uber.org/zap"
@@ -310,9 +311,20 @@ func WithDropUnknownFields() Option {
 // WithLogger logs opening, quarantining, leftover cleanup, a checkpoint
 // or lock file that disappeared, and dropped unknown fields (paths and
 // counts, never values). The default discards everything; a nil l changes
-// nothing.
+// nothing. WithSlog is the same for a *slog.Logger; giving both (non-nil)
+// is an error.
 func WithLogger(l *zap.Logger) Option {
 	return engine.WithLogger(l)
+}
+
+// WithSlog is WithLogger for a program that logs through log/slog: the
+// same lines, with the same keys, go to l's handler as records of the
+// matching level (zap's Debug, Info, Warn and Error are slog's), through
+// the one logging path the package has. A nil l changes nothing; giving
+// WithLogger too (non-nil) makes Open and Memory.Reopen fail with
+// ErrInvalidOption.
+func WithSlog(l *slog.Logger) Option {
+	return engine.WithSlog(l)
 }
 
 // WithValidate makes Load run fn on every entry it decodes, after any
