@@ -136,29 +136,7 @@ func findUnknown(t reflect.Type, data []byte, name string) (owner reflect.Type, 
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(data, &obj) != nil {
-			return nil, false, false
-		}
-		fields := jsonFields(t)
-		shared, here := 0, false
-		for k := range obj {
-			if _, ok := fields.lookup(k); ok {
-				shared++
-			} else if k == name {
-				here = true
-			}
-		}
-		if here {
-			return t, shared == 0, true
-		}
-		for _, k := range sortedKeys(obj) {
-			if f, ok := fields.lookup(k); ok {
-				if owner, foreign, found = findUnknown(f, obj[k], name); found {
-					return owner, foreign, true
-				}
-			}
-		}
+		return findInStruct(t, data, name)
 	case reflect.Map:
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(data, &obj) != nil {
@@ -176,6 +154,34 @@ func findUnknown(t reflect.Type, data []byte, name string) (owner reflect.Type, 
 		}
 		for _, v := range list {
 			if owner, foreign, found = findUnknown(t.Elem(), v, name); found {
+				return owner, foreign, true
+			}
+		}
+	}
+	return nil, false, false
+}
+
+// findInStruct is findUnknown for a struct type t.
+func findInStruct(t reflect.Type, data []byte, name string) (owner reflect.Type, foreign, found bool) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(data, &obj) != nil {
+		return nil, false, false
+	}
+	fields := jsonFields(t)
+	shared, here := 0, false
+	for k := range obj {
+		if _, ok := fields.lookup(k); ok {
+			shared++
+		} else if k == name {
+			here = true
+		}
+	}
+	if here {
+		return t, shared == 0, true
+	}
+	for _, k := range sortedKeys(obj) {
+		if f, ok := fields.lookup(k); ok {
+			if owner, foreign, found = findUnknown(f, obj[k], name); found {
 				return owner, foreign, true
 			}
 		}
