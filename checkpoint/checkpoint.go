@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"io/fs"
+	"log/slog"
 	"time"
 
 	"go.uber.org/zap"
@@ -288,13 +289,16 @@ func WithLockWait(d time.Duration) Option {
 
 // WithDropUnknownFields makes Load accept entries whose JSON has fields
 // that the key or value type does not have (at any depth), and drop those
-// fields, instead of failing with ErrNewerSchema.
+// fields, instead of failing with ErrTypeMismatch. It is lossy.
 //
-// Without it, such fields are taken for what they most likely are: fields
-// a newer binary added without bumping the schema, which this binary would
-// lose for good at its next save (and a later roll forward would find
-// gone). Use it only when those fields are known to be unneeded, e.g.
-// fields a newer version added and then removed again. With it, Load logs
+// Without it, such fields are kept safe: they may be fields a later build
+// added without bumping the schema, which this binary would lose for good
+// at its next save (and a later roll forward would find gone), or fields
+// this binary's type removed while old files still carry them, which
+// declaring the field again, or an upgrade for the old schema
+// (WithSchema, WithUpgrade), reads without a loss. Use it only when those
+// fields are known to be unneeded, and never for a file written for
+// another type, whose every field it would drop. With it, Load logs
 // how many entries lost fields, and the next Save or Commit writes every
 // such entry without them, unchanged ones included.
 //
@@ -307,9 +311,20 @@ func WithDropUnknownFields() Option {
 // WithLogger logs opening, quarantining, leftover cleanup, a checkpoint
 // or lock file that disappeared, and dropped unknown fields (paths and
 // counts, never values). The default discards everything; a nil l changes
-// nothing.
+// nothing. WithSlog is the same for a *slog.Logger; giving both (non-nil)
+// is an error.
 func WithLogger(l *zap.Logger) Option {
 	return engine.WithLogger(l)
+}
+
+// WithSlog is WithLogger for a program that logs through log/slog: the
+// same lines, with the same keys, go to l's handler as records of the
+// matching level (zap's Debug, Info, Warn and Error are slog's), through
+// the one logging path the package has. A nil l changes nothing; giving
+// WithLogger too (non-nil) makes Open and Memory.Reopen fail with
+// ErrInvalidOption.
+func WithSlog(l *slog.Logger) Option {
+	return engine.WithSlog(l)
 }
 
 // WithValidate makes Load run fn on every entry it decodes, after any
@@ -349,14 +364,11 @@ var (
 	// has been moved aside with Quarantine.
 	ErrCorrupt = engine.ErrCorrupt
 
-	// ErrNewerSchema is returned by Load when the file was written with a
-	// newer value schema, or a newer file format, than this binary knows:
-	// typically after a downgrade. The message gives both numbers. It is
-	// also returned when entries have fields (in the key, the value, or any
-	// struct nested in them) that this binary's types do not have: a newer
-	// binary wrote them without bumping the schema, and dropping the fields
-	// would lose them for good at the next save. The message names the
-	// first such entry and field; WithDropUnknownFields lets Load drop them.
+	// ErrNewerSchema is returned by Load when the file's header says it was
+	// written with a newer value schema (Meta.Schema above WithSchema's),
+	// or a newer file format, than this binary knows: typically after a
+	// downgrade. The message gives both numbers. Fields the types lack in
+	// a file of a schema this binary reads are ErrTypeMismatch instead.
 	ErrNewerSchema = engine.ErrNewerSchema
 
 	// ErrOlderSchema is returned by Load when the file's value schema is
@@ -369,6 +381,31 @@ var (
 	// value types or upgraded. The Snapshot returned with it holds every
 	// other entry.
 	ErrBadEntry = engine.ErrBadEntry
+
+	// ErrTypeMismatch is returned by Load when the file's entries do not
+	// decode as this binary's key and value types, in a file whose schema
+	// this binary reads. Two cases:
+	//
+	//   - Entries have fields (in the key, the value, or any struct nested in
+	//     them) that the types lack. Load fails with nothing but the Meta,
+	//     and the file is not touched: a field this binary's type removed, one
+	//     a later build added without bumping the schema, and a file written
+	//     for another type look the same, and dropping the fields would lose
+	//     them for good at the next save. The message names the first such
+	//     entry, the field and the Go type that lacks it, and the fixes:
+	//     declare the field again, or an upgrade for the old schema
+	//     (WithSchema, WithUpgrade); last, named as lossy,
+	//     WithDropUnknownFields. For a record that shares no field with the
+	//     type (a file written for another type) it offers no option that
+	//     drops data.
+	//   - An entry holds a value of another JSON kind than its Go type (a
+	//     string where an int is expected). It is a bad entry, and the
+	//     *BadEntriesError matches ErrBadEntry as well; the message names the
+	//     field, the Go type that holds it and the kinds, never the value.
+	//
+	// Unlike ErrNewerSchema, it does not mean that a newer binary wrote the
+	// file: compare Meta.Schema with WithSchema's to tell.
+	ErrTypeMismatch = engine.ErrTypeMismatch
 
 	// ErrInvalidOption is returned by Open and Memory.Reopen when an option
 	// is nil or its value is invalid (and by Open for an empty path): WithSchema(0), WithLockWait(-1), a

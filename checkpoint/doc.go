@@ -129,8 +129,8 @@
 //     or removes the entry its key had, even when the upgrade derives the key
 //     from the value), and its first commit rewrites the file in its schema.
 //   - Nothing unread is overwritten. After a Load that failed for any reason
-//     but a missing file ([ErrCorrupt], [ErrNewerSchema], [ErrOlderSchema],
-//     [ErrBadEntry], a read error), Save and Commit refuse (ErrUnreadable)
+//     but a missing file ([ErrCorrupt], [ErrNewerSchema], [ErrTypeMismatch],
+//     [ErrOlderSchema], [ErrBadEntry], a read error), Save and Commit refuse (ErrUnreadable)
 //     until a Load succeeds or Quarantine has moved the file aside.
 //   - No key is stored that cannot be found again (see Keys), no unencodable
 //     entry half written: Save and Commit check and encode every entry first.
@@ -150,12 +150,15 @@
 //     away a journal, that another File wrote meanwhile.
 //   - Schema evolution. Entries of an older schema are brought to the current
 //     one by the [WithUpgrade] functions, in order; a gap in the chain is an
-//     error at Open. A file of a newer schema fails with ErrNewerSchema and is
-//     not touched; so does one whose entries (or the upgrades' output) have
-//     fields the key or value types lack, at any depth, unless
-//     WithDropUnknownFields drops them (inside a type with its own
-//     UnmarshalJSON or UnmarshalText, that method decides). Fields the file
-//     lacks load as zero; Load's Meta.Schema stays the file's.
+//     error at Open. A file of a newer schema (its header says so) fails with
+//     ErrNewerSchema and is not touched. One whose entries (or the upgrades'
+//     output) have fields the key or value types lack, at any depth, fails
+//     with [ErrTypeMismatch] and is not touched either: the error names the
+//     field and the type that lacks it and the fixes that lose nothing;
+//     WithDropUnknownFields, which drops the fields for good, is the last of
+//     them (inside a type with its own UnmarshalJSON or UnmarshalText, that
+//     method decides). Fields the file lacks load as zero; Load's
+//     Meta.Schema stays the file's.
 //   - Cleanup. The next Open removes the temporary files (named as above) a
 //     crash during a save of this checkpoint left, and nothing else, not even
 //     those of a checkpoint whose name begins with this one's.

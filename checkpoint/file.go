@@ -41,13 +41,15 @@ func (f *File[K, V]) Journal() JournalStatus {
 // WithJournal; see the package documentation's Journal section).
 //
 // A missing file gives ErrNotExist (and an empty Snapshot). A file that is
-// not intact gives ErrCorrupt, one written by a newer binary ErrNewerSchema,
-// one too old to upgrade ErrOlderSchema; an older schema with a registered
+// not intact gives ErrCorrupt, one of a newer schema ErrNewerSchema, one
+// whose entries have fields this binary's types lack ErrTypeMismatch, one
+// too old to upgrade ErrOlderSchema; an older schema with a registered
 // upgrade chain is upgraded entry by entry. When the file is intact but some
 // entries cannot be decoded (or upgraded, or are rejected by the
 // WithValidate function), Load returns the others together with a
-// *BadEntriesError (errors.Is ErrBadEntry). With ErrNewerSchema, the
-// Snapshot's Meta still describes the file (its phase, writer and schema),
+// *BadEntriesError (errors.Is ErrBadEntry; and ErrTypeMismatch too when an
+// entry holds a value of another kind than its Go type). With
+// ErrNewerSchema or ErrTypeMismatch, the Snapshot's Meta still describes the file (its phase, writer and schema),
 // so a caller can tell who wrote it. After any failure other than
 // ErrNotExist, Save and Commit refuse to replace the file until Quarantine
 // has moved it aside.

@@ -53,7 +53,7 @@ func FuzzJournal(f *testing.F) {
 			t.Fatalf("a record before the last one is not valid, yet Load served %v", s.Entries)
 		}
 		if err != nil {
-			for _, sentinel := range []error{checkpoint.ErrCorrupt, checkpoint.ErrNewerSchema, checkpoint.ErrOlderSchema, checkpoint.ErrBadEntry} {
+			for _, sentinel := range []error{checkpoint.ErrCorrupt, checkpoint.ErrNewerSchema, checkpoint.ErrOlderSchema, checkpoint.ErrBadEntry, checkpoint.ErrTypeMismatch} {
 				if errors.Is(err, sentinel) {
 					return
 				}

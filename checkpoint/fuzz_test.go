@@ -50,7 +50,7 @@ func FuzzLoad(f *testing.F) {
 		checkpointtest.SetBytes(m, data)
 		s, err := m.Load(ctx)
 		if err != nil {
-			for _, sentinel := range []error{checkpoint.ErrCorrupt, checkpoint.ErrNewerSchema, checkpoint.ErrOlderSchema, checkpoint.ErrBadEntry} {
+			for _, sentinel := range []error{checkpoint.ErrCorrupt, checkpoint.ErrNewerSchema, checkpoint.ErrOlderSchema, checkpoint.ErrBadEntry, checkpoint.ErrTypeMismatch} {
 				if errors.Is(err, sentinel) {
 					return
 				}

@@ -607,8 +607,8 @@ func TestJournalSchemaUpgrade(t *testing.T) {
 }
 
 // TestJournalEntriesFollowTheFilesRules: a record's entries are held to the
-// rules of the file's: fields the types lack are a newer binary's
-// (ErrNewerSchema, or dropped WithDropUnknownFields), an entry the
+// rules of the file's: fields the types lack are a type mismatch
+// (ErrTypeMismatch, or dropped WithDropUnknownFields), an entry the
 // WithValidate function rejects is a bad entry, and the key it wrote is not
 // served with the file's older value.
 func TestJournalEntriesFollowTheFilesRules(t *testing.T) {
@@ -628,7 +628,7 @@ func TestJournalEntriesFollowTheFilesRules(t *testing.T) {
 	checkpointtest.SetBytes(r, w.Bytes())
 	checkpointtest.SetJournal(r, checkpointtest.Journal(w))
 	_, err := r.Load(ctx)
-	require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
+	require.ErrorIs(t, err, checkpoint.ErrTypeMismatch)
 	assert.Contains(t, err.Error(), `"b"`)
 
 	d := checkpointtest.Reopen(t, r, checkpoint.WithDropUnknownFields())

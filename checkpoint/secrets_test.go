@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -281,7 +282,7 @@ func TestJournalErrorsNeverQuoteValues(t *testing.T) {
 	}
 	// b's value is a string where an int is expected; c has a field val lacks.
 	err = check("undecodable value")
-	assert.True(t, errors.Is(err, checkpoint.ErrBadEntry) || errors.Is(err, checkpoint.ErrNewerSchema), "%v", err)
+	assert.True(t, errors.Is(err, checkpoint.ErrBadEntry) || errors.Is(err, checkpoint.ErrTypeMismatch), "%v", err)
 	err = check("unknown field dropped", checkpoint.WithDropUnknownFields())
 	assert.ErrorIs(t, err, checkpoint.ErrBadEntry)
 
@@ -317,4 +318,42 @@ func TestJournalErrorsNeverQuoteValues(t *testing.T) {
 			assert.NotContains(t, fmt.Sprint(f.Interface, f.String), "s3cr")
 		}
 	}
+}
+
+// TestSlogNeverSeesAValue attacks "never values" through WithSlog: a
+// journal whose records hold a secret, read with the lines that log
+// (unknown fields dropped, a torn last record discarded, the file moved
+// aside); the slog handler gets those lines, and none holds the secret.
+func TestSlogNeverSeesAValue(t *testing.T) {
+	ctx := context.Background()
+	const secret = "s3cr3t-T0KEN"
+	path := filepath.Join(t.TempDir(), "s.json")
+	w, err := checkpoint.Open[string, any](ctx, path, checkpoint.WithJournal())
+	require.NoError(t, err)
+	require.NoError(t, w.Save(ctx, checkpoint.Snapshot[string, any]{Entries: map[string]any{"a": map[string]any{"n": 1, "tok": secret}}}))
+	require.NoError(t, w.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[string, any]{{Key: "b", Value: map[string]any{"n": 2, "tok": secret}}}))
+	require.NoError(t, w.Commit(ctx, checkpoint.Meta{}, []checkpoint.Change[string, any]{{Key: "c", Value: map[string]any{"n": 3, "tok": secret}}}))
+	require.NoError(t, w.Close())
+	journal, err := os.ReadFile(path + ".journal")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path+".journal", journal[:bytes.LastIndex(journal, []byte(secret))+4], 0o600))
+
+	type val struct {
+		N int `json:"n"`
+	}
+	var buf bytes.Buffer
+	h := slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})
+	r, err := checkpoint.Open[string, val](ctx, path, checkpoint.WithJournal(), checkpoint.WithDropUnknownFields(), checkpoint.WithSlog(slog.New(h)))
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Load(ctx)
+	require.NoError(t, err)
+	_, err = r.Quarantine(ctx)
+	require.NoError(t, err)
+
+	out := buf.String()
+	for _, msg := range []string{"dropped unknown fields", "torn last record", "moved the checkpoint aside"} {
+		assert.Contains(t, out, msg, "the handler gets the line")
+	}
+	assert.NotContains(t, out, "s3cr")
 }

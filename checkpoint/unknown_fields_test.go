@@ -62,9 +62,10 @@ func writeV2(t *testing.T, path string, entries map[string]vmV2) []byte {
 	return b
 }
 
-// TestUnknownFieldsAreANewerSchema reads a file written with a value type
+// TestUnknownFieldsAreATypeMismatch reads a file written with a value type
 // that has fields this binary's type lacks (a downgrade where the schema
-// was not bumped): Load must fail with ErrNewerSchema, return the file's
+// was not bumped, or a field this binary removed: the file cannot tell
+// which): Load must fail with ErrTypeMismatch, return the file's
 // Meta, name the entry and the field, and the file must never be
 // overwritten; on a File and a Memory, at the top level of the value, in a
 // nested struct and in the key.
@@ -72,7 +73,7 @@ func writeV2(t *testing.T, path string, entries map[string]vmV2) []byte {
 // How it failed before the fix: the file loaded with no error ("An error
 // is expected but got nil"), and the next Save wrote every entry without
 // the fields.
-func TestUnknownFieldsAreANewerSchema(t *testing.T) {
+func TestUnknownFieldsAreATypeMismatch(t *testing.T) {
 	ctx := context.Background()
 	ip := netip.MustParseAddr("10.0.0.1")
 	for _, tc := range []struct {
@@ -97,7 +98,7 @@ func TestUnknownFieldsAreANewerSchema(t *testing.T) {
 				Commit(context.Context, checkpoint.Meta, []checkpoint.Change[string, vmV1]) error
 			}{"file": f, "memory": m} {
 				s, err := be.Load(ctx)
-				require.ErrorIs(t, err, checkpoint.ErrNewerSchema, name)
+				require.ErrorIs(t, err, checkpoint.ErrTypeMismatch, name)
 				assert.Contains(t, err.Error(), `"vm-new"`, "%s: the error names the entry", name)
 				assert.Contains(t, err.Error(), tc.field, "%s: the error names the field", name)
 				assert.Contains(t, err.Error(), "WithDropUnknownFields", "%s: the error says how to go on", name)
@@ -124,7 +125,7 @@ func TestUnknownFieldsAreANewerSchema(t *testing.T) {
 		require.NoError(t, err)
 		defer f.Close()
 		_, err = f.Load(ctx)
-		require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
+		require.ErrorIs(t, err, checkpoint.ErrTypeMismatch)
 		assert.Contains(t, err.Error(), "zone")
 	})
 }
@@ -229,7 +230,7 @@ func TestUpgradeOutputWithUnknownFields(t *testing.T) {
 		checkpointtest.SetBytes(m, old.Bytes())
 		s, err := m.Load(ctx)
 		if !drop {
-			require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
+			require.ErrorIs(t, err, checkpoint.ErrTypeMismatch)
 			assert.Contains(t, err.Error(), `"zone"`)
 			continue
 		}
@@ -245,7 +246,7 @@ func TestUpgradeOutputWithUnknownFields(t *testing.T) {
 // The older build must load the state the journal replays to, as it loads
 // the same state compacted (found on main: ErrNewerSchema naming vm-1, so
 // whether a rollback worked depended on when the journal was last folded).
-// A field still set in the state replayed is a newer schema, as ever.
+// A field still set in the state replayed is a type mismatch, as ever.
 func TestJournalHistoryWithUnknownFieldsIsNotJudged(t *testing.T) {
 	ctx := context.Background()
 	ip := netip.MustParseAddr("10.0.0.1")
@@ -254,7 +255,7 @@ func TestJournalHistoryWithUnknownFieldsIsNotJudged(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		changes []checkpoint.Change[string, vmV2]
-		want    map[string]vmV1 // nil: ErrNewerSchema
+		want    map[string]vmV1 // nil: ErrTypeMismatch
 	}{
 		{"replaced", []checkpoint.Change[string, vmV2]{{Key: "vm-1", Value: withToken}, {Key: "vm-1", Value: plain}},
 			map[string]vmV1{"vm-0": {Name: "zero"}, "vm-1": {Name: "one", Net: netV1{IP: ip}}}},
@@ -278,7 +279,7 @@ func TestJournalHistoryWithUnknownFieldsIsNotJudged(t *testing.T) {
 			defer older.Close()
 			s, err := older.Load(ctx)
 			if tc.want == nil {
-				require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
+				require.ErrorIs(t, err, checkpoint.ErrTypeMismatch)
 				return
 			}
 			require.NoError(t, err)

@@ -3,11 +3,13 @@ package migrate
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"reflect"
 
 	"go.uber.org/zap"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/internal/logbridge"
 	"github.com/phaseshift/phaseshift/source"
 )
 
@@ -207,6 +209,20 @@ type Config[K comparable, V any] struct {
 	// Logger receives the restore report and write failures: keys, counts
 	// and paths, never values. Nil means no logging.
 	Logger *zap.Logger
+
+	// Slog is Logger for a program that logs through log/slog: the same
+	// lines, with the same keys, go to its handler at the matching levels.
+	// Set one of the two: both is ErrInvalidConfig.
+	Slog *slog.Logger
+}
+
+// logger is the one logger every line goes through: Logger, or Slog's
+// handler behind a zap core; nil when neither is set.
+func (c *Config[K, V]) logger() *zap.Logger {
+	if c.Slog != nil {
+		return logbridge.New(c.Slog)
+	}
+	return c.Logger
 }
 
 // PreferCheckpoint is a Merge under which the checkpoint's value wins.
@@ -217,6 +233,9 @@ func PreferLegacy[K comparable, V any](_ K, _, fromLegacy V) V { return fromLega
 
 // validate reports configuration mistakes with the fix in the message.
 func (c *Config[K, V]) validate() error {
+	if c.Logger != nil && c.Slog != nil {
+		return fmt.Errorf("migrate: %w: Config.Logger and Config.Slog are both set, and every line would be logged twice: pick one", ErrInvalidConfig)
+	}
 	if !c.Phase.valid() {
 		return fmt.Errorf("migrate: %w: Config.Phase %d is not a phase: use 0 (legacy), 1 (expand), 2 (migrate) or 3 (contract); ParsePhase reads one from a flag", ErrInvalidConfig, int(c.Phase))
 	}

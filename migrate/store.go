@@ -148,7 +148,7 @@ func New[K comparable, V any](cfg Config[K, V]) (*Store[K, V], error) {
 	}
 	s := &Store[K, V]{
 		cfg:   cfg,
-		log:   cfg.Logger,
+		log:   cfg.logger(),
 		match: cfg.Match,
 		equal: cfg.Equal,
 		merge: cfg.Merge,

@@ -455,6 +455,7 @@ func (c *core[K, V]) quarantine(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	c.cfg.logger.Warn("moved the checkpoint aside for inspection (quarantined)", zap.String("path", c.be.name()), zap.String("to", dst))
 	// Nothing is on disk now, so the next save creates the file afresh.
 	c.state, c.bad, c.last.exists = stateGood, nil, false
 	c.ents = newEntries[K](0)

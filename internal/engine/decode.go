@@ -24,8 +24,10 @@ type decodeResult[K comparable, V any] struct {
 	// changes that were looked at. A journal's later change to one's key
 	// makes it history (see applier.done); what is left fails the Load
 	// (unknownErr).
-	unknown []EntryError
-	judged  int
+	unknown    []EntryError
+	judged     int
+	fileSchema int // the file's schema and this binary's, for unknownErr
+	schema     int
 	// upgraded maps the JSON of an upgraded entry's key in the file's
 	// schema to its key's JSON in the current one, when the file was
 	// upgraded: a journal replayed over it names entries by their old
@@ -39,7 +41,8 @@ type decodeResult[K comparable, V any] struct {
 // others are in snap. The error is nil,
 // or wraps ErrCorrupt, ErrNewerSchema or ErrOlderSchema (and then nothing
 // but the Meta is valid). Entries with fields the key or value type does
-// not have make the error ErrNewerSchema, unless the config drops them.
+// not have make the error ErrTypeMismatch (unknownErr), unless the config
+// drops them.
 func decode[K comparable, V any](data []byte, cfg *config, enc *encoder) (decodeResult[K, V], error) {
 	var r decodeResult[K, V]
 	p, err := parse(data)
@@ -55,6 +58,7 @@ func decode[K comparable, V any](data []byte, cfg *config, enc *encoder) (decode
 	if p.meta.Schema < 1 {
 		return r, corrupt("schema %d is not a valid schema version", p.meta.Schema)
 	}
+	r.fileSchema, r.schema = p.meta.Schema, cfg.schema
 	upgrading := p.meta.Schema < cfg.schema
 	if upgrading && cfg.upgrades[p.meta.Schema] == nil {
 		return r, fmt.Errorf("%w: the file has schema %d, this binary writes %d and has no upgrade from %d", ErrOlderSchema, p.meta.Schema, cfg.schema, p.meta.Schema)
@@ -108,7 +112,7 @@ func (r *decodeResult[K, V]) unknownErr() error {
 	if len(r.unknown) == 0 {
 		return nil
 	}
-	return &unknownFieldsError{first: r.unknown[0], count: len(r.unknown), total: r.judged}
+	return &unknownFieldsError{first: r.unknown[0], count: len(r.unknown), total: r.judged, fileSchema: r.fileSchema, schema: r.schema}
 }
 
 // shared is what decode's workers add to.
@@ -183,21 +187,21 @@ func (w *worker[K, V]) keep(i int, line []byte, k K, v V) {
 }
 
 // failed records line i, which did not decode with err. Unknown fields
-// make the entry a newer binary's, unless the config drops them: then the
+// make the entry a type mismatch, unless the config drops them: then the
 // line is decoded again without the check and kept, re-encoded without
 // them, so that the next save writes it without them too.
 func (w *worker[K, V]) failed(i int, line []byte, err error) {
 	if _, unknown := jsonvalue.UnknownField(err); !unknown {
-		w.bad = append(w.bad, badEntry(i, line, decodeError[K](line, err)))
+		w.bad = append(w.bad, badEntry(i, line, decodeError[K, V](line, err)))
 		return
 	}
 	if !w.cfg.dropUnknown {
-		w.unknown = append(w.unknown, badEntry(i, line, decodeError[K](line, err)))
+		w.unknown = append(w.unknown, badEntry(i, line, decodeError[K, V](line, err)))
 		return
 	}
 	var e kv[K, V]
 	if err := json.Unmarshal(line, &e); err != nil {
-		w.bad = append(w.bad, badEntry(i, line, decodeError[K](line, err)))
+		w.bad = append(w.bad, badEntry(i, line, decodeError[K, V](line, err)))
 		return
 	}
 	if w.enc == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"reflect"
 	"strings"
 
 	"github.com/phaseshift/phaseshift/internal/fsys"
@@ -29,6 +30,9 @@ var (
 
 	// ErrBadEntry is checkpoint.ErrBadEntry: see its documentation there.
 	ErrBadEntry = errors.New("checkpoint entry cannot be read")
+
+	// ErrTypeMismatch is checkpoint.ErrTypeMismatch: see its documentation there.
+	ErrTypeMismatch = errors.New("checkpoint does not decode as this binary's types")
 )
 
 // These errors are returned by Open and Memory.Reopen: configuration
@@ -186,31 +190,62 @@ func (e *BadEntriesError) Unwrap() []error {
 // decode, saying whether the key or the value is at fault, in words that
 // never quote either: decoders do quote their input (netip.ParseAddr,
 // time.Parse, json.Number), and these errors reach Report.Errors and logs,
-// where values must never go. (The key is shown by EntryError.Key.)
-func decodeError[K comparable](line []byte, err error) error {
-	part := "value"
+// where values must never go. (The key is shown by EntryError.Key.) A key
+// or value of another type than this binary's names the field and the Go
+// type at fault and matches ErrTypeMismatch.
+func decodeError[K comparable, V any](line []byte, err error) error {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		part = "entry"
-	} else if raw := rawKeyJSON(line); raw != nil {
-		var k K
-		if kerr := strictUnmarshal(raw, &k); kerr != nil {
-			return &entryDecodeError{part: "key", err: kerr}
-		}
+		return &entryDecodeError{part: "entry", err: err}
 	}
-	return &entryDecodeError{part: part, err: err}
+	var raw rawKV
+	if json.Unmarshal(line, &raw) != nil {
+		return &entryDecodeError{part: "value", err: err}
+	}
+	var k K
+	if kerr := strictUnmarshal(raw.Key, &k); kerr != nil {
+		return keyDecodeError[K](raw.Key, kerr)
+	}
+	return partDecodeError(reflect.TypeFor[V](), "value", raw.Value, err)
+}
+
+// keyDecodeError is decodeError for a key, whose JSON is raw, that did not
+// decode with err.
+func keyDecodeError[K comparable](raw []byte, err error) error {
+	return partDecodeError(reflect.TypeFor[K](), "key", raw, err)
+}
+
+// partDecodeError is the error of the key or value (part) whose JSON is
+// data, which did not decode into Go type t with err.
+func partDecodeError(t reflect.Type, part string, data []byte, err error) error {
+	e := &entryDecodeError{part: part, err: err}
+	if m, ok := mismatchOf(t, data, err, part); ok {
+		e.typ, e.mismatch = t.String(), &m
+	}
+	return e
 }
 
 // entryDecodeError is an entry whose key or value does not decode. Its text
 // names the JSON kind, the field and the Go type involved, never the
 // input; the decoder's error stays reachable with errors.As.
 type entryDecodeError struct {
-	part string // "key", "value" or "entry"
-	err  error
+	part     string // "key", "value" or "entry"
+	err      error
+	typ      string    // the key or value's Go type, when mismatch is set
+	mismatch *mismatch // set when the part is of another type than this binary's; it matches ErrTypeMismatch
 }
 
 func (e *entryDecodeError) Error() string {
+	if e.mismatch != nil {
+		return fmt.Sprintf("the %s does not decode as this binary's type %s: %v", e.part, e.typ, e.mismatch)
+	}
 	return fmt.Sprintf("the %s does not decode: %s", e.part, jsonvalue.DecodeFailure(e.err))
+}
+
+// Is makes errors.Is(err, ErrTypeMismatch) true for a key or value of
+// another type than this binary's.
+func (e *entryDecodeError) Is(target error) bool {
+	return target == ErrTypeMismatch && e.mismatch != nil
 }
 
 func (e *entryDecodeError) Unwrap() error { return e.err }
@@ -228,18 +263,42 @@ func (e *rejectedError) Error() string {
 func (e *rejectedError) Unwrap() error { return e.err }
 
 // unknownFieldsError is the error of a Load that found entries with fields
-// the key or value type does not have. It matches ErrNewerSchema.
+// the key or value type does not have. It matches ErrTypeMismatch, not
+// ErrNewerSchema: it is only returned for a file whose schema this binary
+// reads (a newer one is refused by its header), so what the fields mean
+// cannot be told from the file: a field this binary's type removed, one a
+// later build added without bumping the schema, or a file written for
+// another type. Its text says which fixes lose nothing.
 type unknownFieldsError struct {
-	first EntryError // the first such entry; its Err names the field
-	count int        // how many entries
-	total int        // entries in the file
+	first      EntryError // the first such entry; its Err names the field
+	count      int        // how many entries
+	total      int        // entries in the file
+	fileSchema int        // the file's schema
+	schema     int        // this binary's (WithSchema)
 }
 
 func (e *unknownFieldsError) Error() string {
-	return fmt.Sprintf("%v: %d of %d entries have fields that the Go types of this binary do not have (first: %v): a newer binary wrote them without bumping the schema (WithSchema); upgrade the binary, quarantine the file, or open it WithDropUnknownFields to drop those fields", ErrNewerSchema, e.count, e.total, e.first)
+	return fmt.Sprintf("%v: in %d of %d entries, the file's record has a field this binary's type lacks (first: %v): %s", ErrTypeMismatch, e.count, e.total, e.first, e.fixes())
 }
 
-func (e *unknownFieldsError) Is(target error) bool { return target == ErrNewerSchema }
+// fixes says how to read the file without losing the fields: the option
+// that drops them comes last, named as lossy, and not at all for a file
+// written for another type, where it would drop everything.
+func (e *unknownFieldsError) fixes() string {
+	const lossy = "only if the field's data is not needed, checkpoint.WithDropUnknownFields, which is lossy: the next save deletes the field from every entry for good"
+	var ede *entryDecodeError
+	if errors.As(e.first.Err, &ede) && ede.mismatch != nil && ede.mismatch.foreign {
+		return "the record shares no field with this binary's type, so the file was written for another key or value type: open it with the type that wrote it, or give this checkpoint another path"
+	}
+	if e.fileSchema < e.schema {
+		return fmt.Sprintf("the file has schema %d, and the upgrade from schema %d to %d leaves the field in: make that upgrade (checkpoint.WithUpgrade(%d, fn)) delete or rename it, or declare the field again in the type; %s",
+			e.fileSchema, e.fileSchema, e.schema, e.fileSchema, lossy)
+	}
+	return fmt.Sprintf("the file has schema %d, as this binary does: if this binary's type removed the field, declare the field again (it may stay unused), or bump the schema with checkpoint.WithSchema(%d) and register checkpoint.WithUpgrade(%d, fn) whose fn deletes the field from the old records; if a later build of this program added the field without bumping the schema, run that build; %s",
+		e.fileSchema, e.schema+1, e.schema, lossy)
+}
+
+func (e *unknownFieldsError) Is(target error) bool { return target == ErrTypeMismatch }
 
 // Unwrap returns the first such entry's error, which holds the decoder's.
 func (e *unknownFieldsError) Unwrap() error { return e.first }

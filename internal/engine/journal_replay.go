@@ -247,12 +247,12 @@ func (a *applier[K, V]) del(i int, line []byte) {
 			return
 		}
 		if !unknown {
-			a.failed(i, src, &entryDecodeError{part: "key", err: err})
+			a.failed(i, src, keyDecodeError[K](raw, err))
 			return
 		}
 		k = *new(K)
 		if err := json.Unmarshal(raw, &k); err != nil {
-			a.failed(i, src, &entryDecodeError{part: "key", err: err})
+			a.failed(i, src, keyDecodeError[K](raw, err))
 			return
 		}
 	}
@@ -279,7 +279,7 @@ func (a *applier[K, V]) settle(i int, line []byte) {
 // WithValidate rejects, or one with a field a newer build added, which a
 // later record replaced or deleted, is history, as a value the file once
 // held is). An entry of that state with unknown fields fails the replay
-// with ErrNewerSchema.
+// with ErrTypeMismatch.
 func (a *applier[K, V]) done() error {
 	history := func(e EntryError) bool {
 		last, ok := a.settled[e.raw]
@@ -308,11 +308,11 @@ func (a *applier[K, V]) decodeLine(line []byte) (k K, v V, cur []byte, err error
 	var e kv[K, V]
 	if err = strictUnmarshal(src, &e); err != nil {
 		if _, unknown := jsonvalue.UnknownField(err); !unknown || !a.cfg.dropUnknown {
-			return k, v, nil, decodeError[K](src, err)
+			return k, v, nil, decodeError[K, V](src, err)
 		}
 		e = kv[K, V]{}
 		if err = json.Unmarshal(src, &e); err != nil {
-			return k, v, nil, decodeError[K](src, err)
+			return k, v, nil, decodeError[K, V](src, err)
 		}
 		a.r.dropped++
 		recode = true
@@ -327,7 +327,7 @@ func (a *applier[K, V]) decodeLine(line []byte) (k K, v V, cur []byte, err error
 }
 
 // failed records an op that cannot be read: a bad entry, or, when it has
-// fields the types lack, a newer binary's. The key it wrote no longer has
+// fields the types lack, a type mismatch (unknownErr). The key it wrote no longer has
 // the value the file gave it, so that value is not served either.
 func (a *applier[K, V]) failed(i int, line []byte, err error) {
 	ee := badEntry(i, line, err)

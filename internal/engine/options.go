@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"reflect"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/phaseshift/phaseshift/internal/fsys"
+	"github.com/phaseshift/phaseshift/internal/logbridge"
 )
 
 // Option is checkpoint.Option: see its documentation there.
@@ -38,6 +40,7 @@ type config struct {
 	mode        fs.FileMode
 	lockWait    time.Duration // < 0: no limit but the context's
 	logger      *zap.Logger
+	loggerOpt   string         // the name of the logger option given, to refuse both
 	dropUnknown bool           // WithDropUnknownFields
 	validate    any            // WithValidate's func(K, V) error; checked against K and V by validatorFor
 	fs          fsys.FS        // the file system under a File; nil means fsys.OS (see WithFS)
@@ -131,10 +134,26 @@ func WithDropUnknownFields() Option {
 
 // WithLogger is checkpoint.WithLogger: see its documentation there.
 func WithLogger(l *zap.Logger) Option {
+	return loggerOption("checkpoint.WithLogger", l)
+}
+
+// WithSlog is checkpoint.WithSlog: see its documentation there.
+func WithSlog(l *slog.Logger) Option {
+	return loggerOption("checkpoint.WithSlog", logbridge.New(l))
+}
+
+// loggerOption sets the one logger every line goes through, given by the
+// option name: a nil l changes nothing, and a logger of the other option
+// too is an error.
+func loggerOption(name string, l *zap.Logger) Option {
 	return optionFunc(func(c *config) error {
-		if l != nil {
-			c.logger = l
+		if l == nil {
+			return nil
 		}
+		if c.loggerOpt != "" && c.loggerOpt != name {
+			return invalidOption(name+"(...)", "%s(...) was given too: give one logger", c.loggerOpt)
+		}
+		c.logger, c.loggerOpt = l, name
 		return nil
 	})
 }

@@ -26,18 +26,20 @@ type vmOld struct {
 	Name string `json:"name"`
 }
 
-// TestStoreTreatsUnknownFieldsAsANewerSchema downgrades a daemon whose
+// TestStoreTreatsUnknownFieldsAsATypeMismatch downgrades a daemon whose
 // newer binary added a value field without bumping the schema, in phase
 // 2: the older binary must not serve or rewrite the file, but move it
-// aside intact (every rule for a newer file applies) and restore from
-// legacy; its next writes must not touch the quarantined copy. In phase 3,
-// strict or not, Restore must fail and leave the file as it was.
+// aside intact (every rule for an unreadable file applies) and restore
+// from legacy; its next writes must not touch the quarantined copy. In
+// phase 3, strict or not, Restore must fail and leave the file as it was.
+// The file's schema is this binary's, so the error is
+// checkpoint.ErrTypeMismatch, not ErrNewerSchema (issue 42, item 3).
 //
 // How it failed before the fix: both Restores served the entries, with
 // no error ("Should NOT be empty" for Report.Quarantined in phase 2,
 // "Expected error ... but got nil" in phase 3), and the next save would
 // have written the file again without the newer field.
-func TestStoreTreatsUnknownFieldsAsANewerSchema(t *testing.T) {
+func TestStoreTreatsUnknownFieldsAsATypeMismatch(t *testing.T) {
 	ctx := context.Background()
 	t.Run("phase 2", func(t *testing.T) {
 		path, newer := newerFile(t)
@@ -52,7 +54,7 @@ func TestStoreTreatsUnknownFieldsAsANewerSchema(t *testing.T) {
 		require.NoError(t, err)
 		require.NotEmpty(t, rep.Quarantined, "the file with unknown fields is moved aside")
 		require.NotEmpty(t, rep.Errors)
-		assert.ErrorIs(t, rep.Errors[0], checkpoint.ErrNewerSchema)
+		assert.ErrorIs(t, rep.Errors[0], checkpoint.ErrTypeMismatch)
 		kept, err := os.ReadFile(rep.Quarantined)
 		require.NoError(t, err)
 		assert.Equal(t, string(newer), string(kept), "the quarantined copy is the newer binary's file, byte for byte")
@@ -74,7 +76,7 @@ func TestStoreTreatsUnknownFieldsAsANewerSchema(t *testing.T) {
 			require.NoError(t, err)
 			defer s.Close()
 			_, err = s.Restore(ctx)
-			require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
+			require.ErrorIs(t, err, checkpoint.ErrTypeMismatch)
 			after, err := os.ReadFile(path)
 			require.NoError(t, err)
 			assert.Equal(t, string(newer), string(after))
