@@ -111,3 +111,27 @@ func TestDiscardEmptyRefusesAFileThatHoldsBytes(t *testing.T) {
 	r = run(t, "discard-empty", path)
 	assert.Equal(t, 3, r.code, r.stderr)
 }
+
+// An empty file whose journal holds records: they follow the file's lost
+// content and go with it, so discard-empty asks for --accept-loss, and
+// keeps both.
+func TestDiscardEmptyWithAJournal(t *testing.T) {
+	path := journaled(t, t.TempDir(), entries(3))
+	require.NoFileExists(t, path+".prev")
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	journal := readBytes(t, path+".journal")
+
+	r := run(t, "discard-empty", path)
+	assert.Equal(t, 9, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "holds 2 records")
+	assert.Contains(t, r.stderr, "--accept-loss")
+	assert.Equal(t, journal, readBytes(t, path+".journal"), "nothing changed")
+
+	r = run(t, "discard-empty", "--accept-loss", "--json", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	var out struct{ Kept string }
+	decodeJSON(t, r.stdout, &out)
+	assert.NoFileExists(t, path)
+	assert.NoFileExists(t, path+".journal")
+	assert.Equal(t, journal, readBytes(t, out.Kept+".journal"), "the journal is kept with the file")
+}
