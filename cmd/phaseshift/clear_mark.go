@@ -41,6 +41,8 @@ phase-1 or phase-2 start rebuilds it from legacy, losing nothing.
 over an explicit legacy, rewrites legacy from it), and the commits it
 lacks are lost. Under the checkpoint's lock, durably, with a seq above the
 file's; the file it replaces is kept as PATH.before-clear-mark-<time>.`,
+		locks:   lockAlways,
+		refused: "PATH is marked and neither --accept-loss nor --legacy-current says how to go on",
 		examples: []string{
 			"phaseshift clear-mark /var/run/ipamd/state.json",
 			"phaseshift clear-mark --legacy-current /var/run/ipamd/state.json",
@@ -68,11 +70,11 @@ func clearMarkLocked(ctx context.Context, e *env, o *clearMarkOptions, l rawfile
 	if j.verdict != verdictIntact {
 		return fail(j.code(), "cannot clear its mark: %s", j.reason)
 	}
-	r := &repaired{Path: j.Path, Action: "clear-mark", Replaced: verdictIntact}
 	if j.Meta.Behind == "" {
-		r.Header, r.Entries = j.header(), len(j.Entries)
-		return printRepaired(e, r, fmt.Sprintf("%s carries no mark: nothing to clear", j.Path))
+		r := &repaired{Path: j.Path, Action: "clear-mark", Reason: "the file carries no mark: nothing to clear, nothing changed", Header: j.header(), Entries: len(j.Entries)}
+		return printRepaired(e, r, fmt.Sprintf("%s carries no mark: nothing to clear, nothing changed", j.Path))
 	}
+	r := &repaired{Path: j.Path, Action: "clear-mark", Replaced: verdictIntact}
 	h := j.Meta
 	switch {
 	case o.acceptLoss:

@@ -19,6 +19,12 @@ type command struct {
 	examples []string
 	addFlags func(fs *flag.FlagSet) // registers the verb's flags on its options; nil if none
 	run      func(ctx context.Context, e *env, args []string) error
+	// locks says whether the verb takes the checkpoint's lock, and so may
+	// exit 7; refused says when it refuses, exiting 9 (and the flag that
+	// overrides it, if any), "" if it never does. The meanings of those
+	// statuses name the verbs from these.
+	locks   lockUse
+	refused string
 }
 
 // commands returns every verb, in the order --help lists them: the ones
@@ -39,6 +45,7 @@ func commands() []*command {
 		newRepairJournalCommand(),
 		newResealCommand(),
 		newClearMarkCommand(),
+		newDiscardEmptyCommand(),
 		newGateCommand(),
 	}
 }

@@ -38,6 +38,7 @@ copy is kept then; save the entry first with phaseshift get if you may
 want it back). A daemon that holds the lock and serves no socket would not
 see a change to its file and would write the entry back at its next save:
 delete then waits --lock-wait and exits 7; stop the daemon first.`,
+		locks: lockWithoutSocket,
 		examples: []string{
 			"phaseshift delete /var/run/ipamd/state.json '{\"network\":\"aws-cni\",\"containerID\":\"c1\",\"ifName\":\"eth0\"}'",
 			"phaseshift delete --lock-wait 30s /var/run/vmproxy/state.json '\"vm-17\"'",

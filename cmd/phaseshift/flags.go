@@ -31,6 +31,10 @@ func addReplaceIntactFlag(fs *flag.FlagSet, p *bool, loses string) {
 	fs.BoolVar(p, "replace-intact", false, "replace the file even if it is intact or written by a newer phaseshift (it then loses "+loses+")")
 }
 
+func addAcceptLossFlag(fs *flag.FlagSet, p *bool, what string) {
+	fs.BoolVar(p, "accept-loss", false, "put "+what+" back even though it lacks entries the file it replaces holds, as far as that file reads (they are lost; the file is kept)")
+}
+
 func addFileFlag(fs *flag.FlagSet, p *bool) {
 	fs.BoolVar(p, "file", false, "read the file even when a daemon holds the lock and serves a control socket (by default the daemon's Store is read through it)")
 }

@@ -60,6 +60,7 @@ exits 0 when the fleet may move, 9 when it may not (or the wait outlasted
 			"phaseshift gate --prometheus http://127.0.0.1:9090 --job ipamd --timeout 2m migrate && kubectl set env daemonset/ipamd PHASESHIFT_PHASE=migrate",
 			"phaseshift gate --json --prometheus http://127.0.0.1:9090 2 | jq '.blocking[]'",
 		},
+		refused:  "the fleet may not move to the phase (the blocking nodes are listed), or the data did not become fresh within --timeout",
 		addFlags: o.AddFlags,
 		run:      func(ctx context.Context, e *env, args []string) error { return runGate(ctx, e, o, args) },
 	}

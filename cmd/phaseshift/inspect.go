@@ -51,15 +51,20 @@ PATH's verdict, as verify does. It does not take the lock.`,
 
 // fileJSON describes one file in inspect's --json output.
 type fileJSON struct {
-	Path     string       `json:"path"`
-	Verdict  string       `json:"verdict"`
-	Reason   string       `json:"reason,omitempty"`
-	Size     int64        `json:"size"`
-	Entries  int          `json:"entries"`
-	Checksum string       `json:"checksum"`
-	Header   *headerJSON  `json:"header"` // what Load restores: with a journal, its last record's
-	File     *headerJSON  `json:"file"`   // the file's own header
-	Journal  *journalJSON `json:"journal"`
+	Path    string `json:"path"`
+	Verdict string `json:"verdict"`
+	Reason  string `json:"reason,omitempty"`
+	Size    int64  `json:"size"`
+	Entries *int   `json:"entries"` // as read (see readEntries); null when no count could be read
+	// EntriesAtLeast says that the file is damaged and Entries are those
+	// read before the damage (UpToDamage says where): it holds at least
+	// these.
+	EntriesAtLeast bool            `json:"entriesAtLeast,omitempty"`
+	UpToDamage     *upToDamageJSON `json:"upToDamage,omitempty"`
+	Checksum       string          `json:"checksum"`
+	Header         *headerJSON     `json:"header"` // what Load restores: with a journal, its last record's
+	File           *headerJSON     `json:"file"`   // the file's own header
+	Journal        *journalJSON    `json:"journal"`
 }
 
 // inspectJSON is inspect's --json output.
@@ -99,6 +104,17 @@ func runInspect(ctx context.Context, e *env, o *inspectOptions, args []string) e
 		return &status{code: j.code()}
 	}
 	return nil
+}
+
+// upToDamageJSON says where the reading of a damaged file's entries
+// stopped (rawfile.Partial).
+type upToDamageJSON struct {
+	// InJournal: the damage is in the journal; the entries are the file's
+	// with the journal's records before the damage replayed (and the
+	// header is the last of those records').
+	InJournal bool  `json:"inJournal,omitempty"`
+	Entry     int   `json:"entry,omitempty"`  // the first entry, from 1, whose line does not read; 0 when every one reads
+	Offset    int64 `json:"offset,omitempty"` // its byte offset in the file
 }
 
 // journalJSON describes the journal beside a file; nil when there is none.
@@ -150,7 +166,8 @@ func describeJournal(j *judged) *journalJSON {
 }
 
 func describe(j *judged) fileJSON {
-	d := fileJSON{Path: j.Path, Verdict: j.verdict, Reason: j.reason, Size: j.Size, Entries: len(j.Entries), Header: j.header(), File: j.fileHeader(), Journal: describeJournal(j)}
+	d := fileJSON{Path: j.Path, Verdict: j.verdict, Reason: j.reason, Size: j.Size, Header: j.shownHeader(), File: j.fileHeader(), Journal: describeJournal(j)}
+	d.Entries, d.EntriesAtLeast, d.UpToDamage = countOf(j)
 	switch {
 	case j.Size < 0:
 		d.Checksum = "not read"
@@ -160,6 +177,53 @@ func describe(j *judged) fileJSON {
 		d.Checksum = "ok"
 	}
 	return d
+}
+
+// countOf is j's count of entries as read, for --json output.
+func countOf(j *judged) (*int, bool, *upToDamageJSON) {
+	ents, atLeast, counted := j.readEntries()
+	if !counted {
+		return nil, false, nil
+	}
+	n := len(ents)
+	var where *upToDamageJSON
+	if p := j.UpToDamage; atLeast {
+		where = &upToDamageJSON{InJournal: p.Journal}
+		if p.Line >= 0 {
+			where.Entry, where.Offset = p.Line+1, p.Offset
+		}
+	}
+	return &n, atLeast, where
+}
+
+// entriesLine says, for inspect, how many entries the file holds as far
+// as it reads, and why the count is what it is.
+func entriesLine(d *fileJSON) string {
+	w := d.UpToDamage
+	switch {
+	case d.Entries == nil && d.File == nil:
+		return "not read (the header does not read)"
+	case d.Entries == nil:
+		return "not read (the file does not load: see the reason)"
+	case d.Size == 0:
+		return "0 (an empty file holds nothing)"
+	case !d.EntriesAtLeast:
+		return fmt.Sprint(*d.Entries)
+	case w.InJournal:
+		return fmt.Sprintf("at least %d, up to the damage (the file's and the journal's %s before it)", *d.Entries, plural(d.Journal.Damage.Before.Records, "record"))
+	case w.Entry == 0:
+		return fmt.Sprintf("at least %d, up to the damage (every entry line reads; the damage is in a value, the header or the checksum)%s", *d.Entries, unreplayed(d.Journal))
+	}
+	return fmt.Sprintf("at least %d, up to the damage (entry %d, at byte %d, does not read as the writer writes it)%s", *d.Entries, w.Entry, w.Offset, unreplayed(d.Journal))
+}
+
+// unreplayed notes the records of a journal not replayed over the entries
+// counted: they may add or delete entries.
+func unreplayed(j *journalJSON) string {
+	if j == nil || j.Total == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the journal's %s, not replayed over them, may change them", plural(j.Total, "record"))
 }
 
 func printInspect(w io.Writer, out *inspectJSON) {
@@ -179,9 +243,12 @@ func printInspect(w io.Writer, out *inspectJSON) {
 	if f := out.File; f != nil && out.Journal != nil && out.Journal.Records > 0 {
 		fmt.Fprintf(w, "  file:      seq %d, phase %s, writer %s, saved %s (the header above is the journal's last record replayed over it)\n",
 			f.Seq, orNone(f.Phase), orNone(f.Writer), f.SavedAt.Format(time.RFC3339Nano))
+	} else if f != nil && out.UpToDamage != nil && out.UpToDamage.InJournal {
+		fmt.Fprintf(w, "  file:      seq %d, phase %s, writer %s, saved %s (the header above is the journal's last record before the damage, replayed over it)\n",
+			f.Seq, orNone(f.Phase), orNone(f.Writer), f.SavedAt.Format(time.RFC3339Nano))
 	}
 	if out.Size >= 0 {
-		fmt.Fprintf(w, "  entries:   %d\n  size:      %d bytes\n", out.Entries, out.Size)
+		fmt.Fprintf(w, "  entries:   %s\n  size:      %d bytes\n", entriesLine(&out.fileJSON), out.Size)
 	}
 	fmt.Fprintf(w, "  checksum:  %s\n", out.Checksum)
 	fmt.Fprintf(w, "  journal:   %s\n", journalLine(out.Journal))
@@ -268,8 +335,11 @@ func (r runJSON) span() string {
 }
 
 func plural(n int, what string) string {
-	if n == 1 {
+	switch {
+	case n == 1:
 		return "1 " + what
+	case strings.HasSuffix(what, "y"):
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(what, "y"))
 	}
 	return fmt.Sprintf("%d %ss", n, what)
 }
@@ -280,8 +350,12 @@ func sibling(d *fileJSON) string {
 	if d.Header != nil {
 		s += fmt.Sprintf(", seq %d, saved %s", d.Header.Seq, d.Header.SavedAt.Format(time.RFC3339))
 	}
-	if d.Verdict == verdictIntact {
-		s += fmt.Sprintf(", %d entries", d.Entries)
+	switch {
+	case d.Entries == nil:
+	case d.EntriesAtLeast:
+		s += fmt.Sprintf(", at least %s read up to the damage", plural(*d.Entries, "entry"))
+	case d.Verdict == verdictIntact:
+		s += fmt.Sprintf(", %d entries", *d.Entries)
 	}
 	switch j := d.Journal; {
 	case j == nil:

@@ -432,7 +432,7 @@ func TestInspectAJournalOverADamagedFile(t *testing.T) {
 	assert.Equal(t, 4, r.code)
 	assert.Contains(t, r.stdout, fmt.Sprintf("state.json.journal: %d bytes, 2 records (seq 3-4), not replayed: Load refused the file they follow", len(readBytes(t, path+".journal"))))
 
-	r = run(t, "restore-prev", path)
+	r = run(t, "restore-prev", "--accept-loss", path)
 	require.Equal(t, 0, r.code, r.stderr)
 	r = run(t, "inspect", path)
 	require.Equal(t, 0, r.code, r.stderr)

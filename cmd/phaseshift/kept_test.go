@@ -55,7 +55,7 @@ func TestRestoreKeptUndoesADelete(t *testing.T) {
 	assert.NoFileExists(t, path+".journal")
 
 	// The kept copy named by its journal, and the text output.
-	r = run(t, "restore-kept", "--replace-intact", path, out.Kept)
+	r = run(t, "restore-kept", "--accept-loss", "--replace-intact", path, out.Kept)
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "restored "+path+" from "+out.Kept)
 	assert.NotContains(t, mustLoadJournaled(t, path).Entries, k(3), "the delete again")

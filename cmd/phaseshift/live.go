@@ -141,7 +141,7 @@ func (d *daemon) liveDelete(ctx context.Context, e *env, path string, key rawfil
 		return true, d.liveError(path, key, err)
 	}
 	j := readFile(ctx, path, 0, false)
-	r := &repaired{Path: j.Path, Action: "delete", Key: key, Via: d.socket, Header: j.header(), Entries: len(j.Entries)}
+	r := &repaired{Path: j.Path, Action: "delete", Key: key, Via: d.socket, Header: j.header(), Entries: len(j.Entries), Changed: true}
 	text := fmt.Sprintf("deleted the entry of key %s through %s's control socket %s: its Store's Delete made it durable", key, d.who(), d.socket)
 	if j.verdict == verdictIntact {
 		text += fmt.Sprintf(" (%s is now seq %d, %d entries)", j.Path, seqOf(j), len(j.Entries))

@@ -14,11 +14,16 @@
 //	phaseshift report PATH                 a running daemon's last restore: its orphaned and diverged keys
 //	phaseshift delete PATH KEY             remove a leaked entry
 //	phaseshift prune-orphans PATH          delete a running daemon's orphans, once confirmed
-//	phaseshift restore-prev PATH           put PATH.prev back
+//	phaseshift restore-prev PATH           put PATH.prev back (--accept-loss if it lacks entries PATH holds)
 //	phaseshift restore-kept PATH COPY      put a kept copy back (undo a repair)
 //	phaseshift repair-journal --drop-damaged-records PATH   keep the journal's records before its damage
 //	phaseshift reseal --i-edited-this-file-by-hand PATH     re-checksum after a hand edit
+//	phaseshift clear-mark (--accept-loss | --legacy-current) PATH   how a daemon goes on from a file marked behind
+//	phaseshift discard-empty PATH          move an empty (0-byte) file aside: a daemon starts as with none
 //	phaseshift gate --prometheus URL N     may the fleet move to phase N? (Prometheus's HTTP API)
+//
+// That list is commands()'s, the one list of verbs, in its order; a test
+// holds it, and docs/command.md's, equal to it.
 //
 // It reads and writes files with package checkpoint's own code (the engine
 // under it, internal/engine), so it reports what a daemon's Load would restore: with a
@@ -31,11 +36,18 @@
 // (PATH.control.sock, package migrate/control) takes list, get and delete
 // while it runs: the command sends them to its Store.
 //
-// The exit statuses are listed by phaseshift --help (and in the README,
-// which a test holds equal to it); verify, inspect, list, get, diff and
+// The exit statuses are listed by phaseshift --help (and in
+// docs/command.md, which a test holds equal to it); verify, inspect, list, get, diff and
 // delete exit with the verdict of the file they read when it is not intact
 // (diff: A's, then B's); restore-prev and restore-kept with that of the
 // copy they restore; reseal with that of PATH read as if its checksum held.
+//
+// inspect and verify never give a count they did not read: of a damaged
+// file they give its header's seq and the entries up to the damage, as
+// "at least N"; restore-prev and restore-kept say what the file they put
+// back lacks against the one they replace, and refuse to lose entries
+// without --accept-loss. An empty file (0 bytes) holds nothing:
+// discard-empty moves it aside, or restore-prev puts PATH.prev back.
 //
 // # Caveats
 //

@@ -70,6 +70,7 @@ control socket, and exits 8 when none answers.`,
 			"kubectl -n kube-system exec -it $POD -- phaseshift prune-orphans /var/run/ipamd/state.json",
 			"kubectl -n kube-system exec $POD -- phaseshift prune-orphans --yes /var/run/ipamd/state.json",
 		},
+		refused:  "its orphans were not confirmed (--yes)",
 		addFlags: o.AddFlags,
 		run:      func(ctx context.Context, e *env, args []string) error { return runPruneOrphans(ctx, e, o, args) },
 	}

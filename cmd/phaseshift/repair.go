@@ -34,6 +34,13 @@ type repaired struct {
 	Kept     string      `json:"kept,omitempty"`
 	Header   *headerJSON `json:"header"`
 	Entries  int         `json:"entries"`
+	// Changed says whether the repair changed anything; Reason says why
+	// not, when it did not (clear-mark of a file that carries no mark).
+	Changed bool   `json:"changed"`
+	Reason  string `json:"reason,omitempty"`
+	// Lacks is, for restore-prev and restore-kept, what the file put back
+	// lacks against the one it replaced, as far as that one read.
+	Lacks *lossJSON `json:"lacks,omitempty"`
 	// Damage is, for repair-journal, where the journal was damaged: what
 	// it kept (before) and dropped (the damaged record and after).
 	Damage *damageJSON `json:"damage,omitempty"`
@@ -98,7 +105,7 @@ func finish(ctx context.Context, l rawfile.Locked, r *repaired) error {
 	if j.verdict != verdictIntact {
 		return fail(exitFailed, "the repaired file does not read back intact: %s; the file it replaced is kept as %s", j.reason, r.Kept)
 	}
-	r.Header, r.Entries = j.header(), len(j.Entries)
+	r.Header, r.Entries, r.Changed = j.header(), len(j.Entries), true
 	// Best effort: the repair is done, and a copy left over is harmless.
 	r.Pruned, _ = l.PruneKept(ctx)
 	return nil
@@ -109,6 +116,9 @@ func printRepaired(e *env, r *repaired, text string) error {
 		return json.NewEncoder(e.out).Encode(r)
 	}
 	fmt.Fprintln(e.out, text)
+	if note := lossNote(r.Lacks); note != "" {
+		fmt.Fprintln(e.out, note)
+	}
 	switch {
 	case r.Kept == "":
 	case r.Replaced == verdictIntact:

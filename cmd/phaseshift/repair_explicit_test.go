@@ -110,7 +110,7 @@ func TestRestorePrevOverAnExplicitLegacyPhase3LeftStale(t *testing.T) {
 	require.Contains(t, err.Error(), "phase 3 refuses it, and phases 1 and 2 rebuild it from a legacy that holds every write, or refuse it over one phase 3 left stale")
 	require.NoError(t, s.Close())
 
-	r := run(t, "restore-prev", n.path)
+	r := run(t, "restore-prev", "--accept-loss", n.path)
 	require.Equal(t, 0, r.code, r.stderr)
 	s, _, err = n.start(migrate.PhaseContract)
 	require.ErrorIs(t, err, migrate.ErrStale, "phase 3 refuses what restore-prev put back")
@@ -138,7 +138,7 @@ func TestUnsafeRestoreAdviceCanBeFollowed(t *testing.T) {
 	n := newExplicitNode(t)
 	n.toPhase3(true)
 	n.rotJournal()
-	r := run(t, "restore-prev", n.path)
+	r := run(t, "restore-prev", "--accept-loss", n.path)
 	require.Equal(t, 0, r.code, r.stderr)
 
 	s, _, err := n.start(migrate.PhaseMigrate)
@@ -197,7 +197,7 @@ func TestRestoreKeptAfterCommitsIsNotServedAsCurrent(t *testing.T) {
 	want[k(1)] = v(1) // what the undo is for: the delete undone, the commits since kept
 	require.NoError(t, s.Close())
 
-	r = run(t, "restore-kept", "--replace-intact", n.path, copies[0])
+	r = run(t, "restore-kept", "--accept-loss", "--replace-intact", n.path, copies[0])
 	require.Equal(t, 0, r.code, r.stderr)
 	s, rep, err := n.start(migrate.PhaseContract)
 	defer s.Close()

@@ -48,6 +48,8 @@ dropped. PATH.prev is left as it is. A file that is itself damaged is
 for restore-prev or reseal; a journal without its file, for restore-prev.
 It exits 7 if a daemon holds the lock longer than --lock-wait: stop the
 daemon first.`,
+		locks:   lockAlways,
+		refused: "it would drop records (--drop-damaged-records)",
 		examples: []string{
 			"phaseshift inspect /var/run/ipamd/state.json            # where the journal is damaged",
 			"phaseshift repair-journal /var/run/ipamd/state.json     # what it would keep and drop; exit 9",

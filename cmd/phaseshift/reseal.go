@@ -41,6 +41,7 @@ With a journal (PATH.journal, checkpoint.WithJournal), its records are
 replayed over the edited file and folded into the resealed one, which
 records the last record's phase and writer, and the journal is kept with
 the copy and removed.`,
+		locks: lockAlways,
 		examples: []string{
 			"phaseshift diff --ignore-checksum --values /var/run/ipamd/state.json /var/run/ipamd/state.json.prev",
 			"phaseshift reseal --i-edited-this-file-by-hand /var/run/ipamd/state.json",
@@ -68,12 +69,11 @@ func resealLocked(ctx context.Context, e *env, l rawfile.Locked) error {
 	if j.verdict != verdictIntact {
 		return fail(j.code(), "cannot reseal: %s", j.reason)
 	}
-	r := &repaired{Path: j.Path, Action: "reseal", Replaced: verdictIntact}
 	if j.ChecksumErr == nil {
-		r.Header, r.Entries = j.header(), len(j.Entries)
+		r := &repaired{Path: j.Path, Action: "reseal", Reason: "the file is intact already (its checksum holds): nothing to reseal, nothing changed", Header: j.header(), Entries: len(j.Entries)}
 		return printRepaired(e, r, fmt.Sprintf("%s is intact already (its checksum holds): nothing to reseal", j.Path))
 	}
-	r.Replaced = "checksum mismatch"
+	r := &repaired{Path: j.Path, Action: "reseal", Replaced: "checksum mismatch"}
 	prev := readFile(ctx, engine.NamesOf(j.Path).Prev, 0, false)
 	if err := replace(ctx, l, r, j, j.Meta, j.Entries, seqOf(prev)); err != nil {
 		return err

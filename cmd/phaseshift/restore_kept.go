@@ -16,11 +16,13 @@ import (
 type restoreKeptOptions struct {
 	lockWait      time.Duration
 	replaceIntact bool
+	acceptLoss    bool
 }
 
 func (o *restoreKeptOptions) AddFlags(fs *flag.FlagSet) {
 	addLockWaitFlag(fs, &o.lockWait)
 	addReplaceIntactFlag(fs, &o.replaceIntact, "the writes made since the copy was kept")
+	addAcceptLossFlag(fs, &o.acceptLoss, "the copy")
 }
 
 func newRestoreKeptCommand() *command {
@@ -43,12 +45,18 @@ leaves PATH.prev as it is. COPY must read intact (the copy of a damaged
 file is kept to inspect, not to restore). An intact PATH, or one a newer
 phaseshift wrote, holds writes the copy may lack, so restore-kept refuses
 (exit 9) to replace it, saying how they differ, unless --replace-intact
-says so. It exits 7 if a daemon holds the lock longer than --lock-wait:
-stop the daemon first.`,
+says so. It says what COPY lacks against PATH, as far as PATH reads (a
+damaged file up to its damage): the entries PATH holds that COPY lacks or
+holds with another value, and the seqs above COPY's; and it refuses (exit
+9) to put back a COPY that lacks any such entry unless --accept-loss says
+so. It exits 7 if a daemon holds the lock longer than --lock-wait: stop
+the daemon first.`,
 		examples: []string{
 			"phaseshift inspect /var/run/ipamd/state.json      # lists the kept copies",
 			"phaseshift restore-kept --replace-intact /var/run/ipamd/state.json state.json.before-delete-20261201T052448.070390553Z",
 		},
+		locks:    lockAlways,
+		refused:  "PATH is intact or newer (--replace-intact), or holds entries COPY lacks (--accept-loss)",
 		addFlags: o.AddFlags,
 		run:      func(ctx context.Context, e *env, args []string) error { return runRestoreKept(ctx, e, o, args) },
 	}
@@ -87,7 +95,11 @@ func restoreKeptLocked(ctx context.Context, e *env, o *restoreKeptOptions, l raw
 			"If you mean to replace it (undo a repair), pass --replace-intact", cur.Path, seqOf(cur), c.Path, seqOf(from),
 			len(d.OnlyInA), filepath.Base(cur.Path), len(d.OnlyInB), len(d.Different), cur.Path, c.Path)
 	}
-	r := &repaired{Path: cur.Path, Action: "restore-kept", From: c.Path, Replaced: cur.verdict}
+	loss := lacks(from, cur)
+	if err := refuseLoss(from, cur, loss, o.acceptLoss, ""); err != nil {
+		return err
+	}
+	r := &repaired{Path: cur.Path, Action: "restore-kept", From: c.Path, Replaced: cur.verdict, Lacks: loss}
 	h := from.Meta
 	if mark := keptMark(from, cur); mark != "" {
 		h = marked(h, mark, cur)

@@ -89,7 +89,13 @@ func TestRestorePrevIsNotServedAsCurrent(t *testing.T) {
 		"the recovery that loses nothing is named first: %s", msg)
 	require.NoError(t, s.Close())
 
+	// restore-prev says what .prev lacks, and refuses to lose it
+	// (issue 42: it put back a .prev with fewer entries, saying nothing).
 	r := run(t, "restore-prev", n.path)
+	require.Equal(t, 9, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "lacks against "+n.path)
+	assert.Contains(t, r.stderr, "phaseshift repair-journal "+n.path)
+	r = run(t, "restore-prev", "--accept-loss", n.path)
 	require.Equal(t, 0, r.code, r.stderr)
 
 	s, _, err = n.start(migrate.PhaseContract)

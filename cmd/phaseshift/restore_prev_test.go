@@ -25,7 +25,10 @@ func TestRestorePrev(t *testing.T) {
 	_, err := load(t, path)
 	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 
-	r := run(t, "restore-prev", "--json", path)
+	r := run(t, "restore-prev", path)
+	require.Equal(t, 9, r.code, ".prev lacks an entry the file holds: %s", r.stderr)
+	assert.Equal(t, bad, readBytes(t, path))
+	r = run(t, "restore-prev", "--accept-loss", "--json", path)
 	require.Equal(t, 0, r.code, r.stderr)
 	var out repairOut
 	decodeJSON(t, r.stdout, &out)
@@ -62,7 +65,7 @@ func TestRestorePrevRefusals(t *testing.T) {
 		assert.NotContains(t, r.stderr, "usage:")
 		assert.Equal(t, before, readBytes(t, path))
 
-		r = run(t, "restore-prev", "--replace-intact", path)
+		r = run(t, "restore-prev", "--accept-loss", "--replace-intact", path)
 		require.Equal(t, 0, r.code, r.stderr)
 		assert.Contains(t, r.stdout, "restored "+path+" from "+path+".prev (seq 1, 2 entries), written as seq 3")
 		assert.Equal(t, entries(2), mustLoad(t, path).Entries)
@@ -127,7 +130,7 @@ func TestRestorePrevRefusals(t *testing.T) {
 func TestRestorePrevOverADamagedFileWithItsJournal(t *testing.T) {
 	path := journaled(t, t.TempDir(), entries(2), entries(3)) // .prev seq 1, file seq 2, records seq 3 and 4
 	edit(t, path, "10.0.0.1", "10.0.0.2")
-	r := run(t, "restore-prev", path)
+	r := run(t, "restore-prev", "--accept-loss", path)
 	require.Equal(t, 0, r.code, r.stderr)
 	got := mustLoadJournaled(t, path)
 	assert.Equal(t, entries(2), got.Entries)
@@ -158,7 +161,7 @@ func TestRestorePrevWithAJournal(t *testing.T) {
 	_, err = load(t, path)
 	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 
-	r := run(t, "restore-prev", path)
+	r := run(t, "restore-prev", "--accept-loss", path)
 	require.Equal(t, 0, r.code, r.stderr)
 	got := mustLoad(t, path)
 	assert.Equal(t, entries(2), got.Entries)
@@ -180,7 +183,7 @@ func TestRestorePrevDropsTheJournal(t *testing.T) {
 	path := journaled(t, t.TempDir(), entries(2), entries(3))
 	seqBefore := mustLoad(t, path).Meta.Seq
 
-	r := run(t, "restore-prev", "--replace-intact", path)
+	r := run(t, "restore-prev", "--accept-loss", "--replace-intact", path)
 	require.Equal(t, 0, r.code, r.stderr)
 	s := mustLoad(t, path)
 	assert.Equal(t, entries(2), s.Entries, ".prev, without the journal's commits")
@@ -197,7 +200,7 @@ func TestRestorePrevDropsTheJournal(t *testing.T) {
 func TestRestorePrevLeftoverJournalIsStale(t *testing.T) {
 	path := journaled(t, t.TempDir(), entries(2), entries(3))
 	journal := readBytes(t, path+".journal")
-	require.Equal(t, 0, run(t, "restore-prev", "--replace-intact", path).code)
+	require.Equal(t, 0, run(t, "restore-prev", "--accept-loss", "--replace-intact", path).code)
 	require.NoError(t, os.WriteFile(path+".journal", journal, 0o600))
 	assert.Equal(t, entries(2), mustLoad(t, path).Entries)
 }

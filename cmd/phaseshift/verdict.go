@@ -63,7 +63,22 @@ func judge(f *rawfile.File, schema int) *judged {
 	default:
 		j.verdict, j.reason = verdictUnreadable, err.Error()
 	}
+	if j.verdict == verdictCorrupt && j.empty() {
+		j.reason = fmt.Sprintf("empty file (0 bytes): it holds nothing; run phaseshift %s %s", emptyVerb(f.Path), f.Path)
+	}
 	return j
+}
+
+// emptyVerb is the verb that gets a daemon going again over an empty
+// file at path, with nothing lost that the sides hold: restore-prev when
+// path.prev reads intact (it puts that back, marked as lacking the last
+// save), and otherwise discard-empty (it moves the empty file aside, so
+// that a daemon starts as with no file).
+func emptyVerb(path string) string {
+	if readFile(context.Background(), engine.NamesOf(path).Prev, 0, false).verdict == verdictIntact {
+		return "restore-prev"
+	}
+	return "discard-empty"
 }
 
 // code is the exit status of the verdict.
@@ -81,6 +96,9 @@ func advice(j *judged) string {
 		return journalAdvice(j, d)
 	}
 	names := engine.NamesOf(j.Path)
+	if j.verdict == verdictCorrupt && j.empty() {
+		return emptyAdvice(j.Path)
+	}
 	switch j.verdict {
 	case verdictMissing:
 		if _, err := os.Lstat(names.Prev); err == nil {
@@ -105,6 +123,16 @@ func advice(j *judged) string {
 	return ""
 }
 
+// emptyAdvice says what to do about an empty file at path.
+func emptyAdvice(path string) string {
+	if emptyVerb(path) == "restore-prev" {
+		return fmt.Sprintf("stop the daemon and run phaseshift restore-prev %s: it puts %s back, marked as lacking the last save, so that a daemon does not serve it as current "+
+			"(phaseshift clear-mark then says how to go on)", path, engine.NamesOf(path).Prev)
+	}
+	return fmt.Sprintf("stop the daemon and run phaseshift discard-empty %s: it moves the empty file aside (kept as %s.before-discard-empty-<time>), "+
+		"and a daemon then starts as with no checkpoint (phases 0-2 restore from legacy; phase 3 starts empty)", path, path)
+}
+
 // journalAdvice says what to do about a damaged journal.
 func journalAdvice(j *judged, d *rawfile.Damage) string {
 	if d.FileMissing {
@@ -126,6 +154,17 @@ type headerJSON struct {
 	Behind  string    `json:"behind,omitempty"`
 	Seq     uint64    `json:"seq"`
 	SavedAt time.Time `json:"savedAt"`
+}
+
+// shownHeader is the header inspect and verify show: the one Load
+// returns, or, for a journal damaged, the last record's before the damage
+// (the state whose entries they count).
+func (j *judged) shownHeader() *headerJSON {
+	if p := j.UpToDamage; p != nil && p.Journal && j.header() != nil {
+		h := headerJSON(p.Meta)
+		return &h
+	}
+	return j.header()
 }
 
 // header returns the header Load returns, for --json output: with a

@@ -42,9 +42,12 @@ type verifyJSON struct {
 	Verdict string      `json:"verdict"`
 	Exit    int         `json:"exit"`
 	Reason  string      `json:"reason,omitempty"`
-	Header  *headerJSON `json:"header"` // what Load restores: with a journal, its last record's
-	File    *headerJSON `json:"file"`   // the file's own header
-	Entries int         `json:"entries"`
+	Header  *headerJSON `json:"header"`  // what Load restores: with a journal, its last record's (before the damage, if damaged)
+	File    *headerJSON `json:"file"`    // the file's own header
+	Entries *int        `json:"entries"` // as inspect counts them: null when no count could be read
+	// EntriesAtLeast says that the file is damaged and Entries are those
+	// read before the damage: it holds at least these.
+	EntriesAtLeast bool `json:"entriesAtLeast,omitempty"`
 }
 
 func runVerify(ctx context.Context, e *env, o *verifyOptions, args []string) error {
@@ -53,7 +56,8 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, args []string) err
 	}
 	j := readFile(ctx, args[0], o.schema, false)
 	if e.json {
-		out := verifyJSON{Path: j.Path, Verdict: j.verdict, Exit: j.code(), Reason: j.reason, Header: j.header(), File: j.fileHeader(), Entries: len(j.Entries)}
+		out := verifyJSON{Path: j.Path, Verdict: j.verdict, Exit: j.code(), Reason: j.reason, Header: j.shownHeader(), File: j.fileHeader()}
+		out.Entries, out.EntriesAtLeast, _ = countOf(j)
 		if err := json.NewEncoder(e.out).Encode(out); err != nil {
 			return err
 		}
@@ -66,6 +70,24 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, args []string) err
 		fmt.Fprintf(e.out, "%s: intact (%s)\n", j.Path, j.summary())
 		return nil
 	}
-	fmt.Fprintf(e.out, "%s: %s\n", j.Path, j.verdict)
+	fmt.Fprintf(e.out, "%s: %s%s\n", j.Path, j.verdict, readNote(j))
 	return j.failure()
+}
+
+// readNote says, for a file that is not intact, what of it was read: its
+// seq and its entries up to the damage.
+func readNote(j *judged) string {
+	h := j.shownHeader()
+	ents, atLeast, counted := j.readEntries()
+	switch {
+	case j.empty():
+		return " (an empty file: 0 bytes)"
+	case h == nil:
+		return ""
+	case atLeast:
+		return fmt.Sprintf(" (seq %d; at least %s read up to the damage)", h.Seq, plural(len(ents), "entry"))
+	case counted:
+		return fmt.Sprintf(" (seq %d; %s)", h.Seq, plural(len(ents), "entry"))
+	}
+	return fmt.Sprintf(" (seq %d)", h.Seq)
 }

@@ -128,12 +128,78 @@ func loadRaw(ctx context.Context, c *rawCore, p *primed, opt rawfile.Options) *r
 	if out.Err != nil && jerr == nil {
 		out.Journal.Damage = journalDamage(c, data, err, jdata, p.journalName(), out.Err)
 	}
-	if d := out.Journal.Damage; d != nil && opt.JournalUpToDamage && !d.FileMissing {
-		damaged := out.Journal
-		loadPrimed(ctx, c, p, out, data, err, jdata[:d.Offset], nil)
-		out.Journal = damaged
+	if d := out.Journal.Damage; d != nil && !d.FileMissing {
+		// The state up to the damage: what a repair keeps, and what the
+		// file holds at least.
+		part := &rawfile.File{Path: out.Path, Size: out.Size}
+		loadPrimed(ctx, c, p, part, data, err, jdata[:d.Offset], nil)
+		switch {
+		case opt.JournalUpToDamage:
+			out.Err, out.Entries, out.Meta = part.Err, part.Entries, part.Meta
+		case part.Err == nil:
+			out.UpToDamage = &rawfile.Partial{Entries: part.Entries, Meta: part.Meta, Journal: true, Line: -1}
+		}
+	} else if err == nil && out.HeaderErr == nil && (errors.Is(out.Err, ErrCorrupt) || errors.Is(out.Err, ErrBadEntry)) {
+		out.UpToDamage = upToDamage(data, out.Header)
 	}
 	return out
+}
+
+// upToDamage reads the entries of data, a file Load refused as corrupt
+// whose header reads, up to the first entry line that does not read as
+// the writer writes it (one entry a line, {"key":...,"value":...}) or
+// repeats a key: what the file holds at least. It never trusts the
+// checksum, and decodes no value beyond checking that it is JSON.
+func upToDamage(data []byte, h rawfile.Header) *rawfile.Partial {
+	i := bytes.Index(data, []byte("\n"+entriesStart))
+	if i < 0 {
+		return nil
+	}
+	off := i + 1 + len(entriesStart)
+	p := &rawfile.Partial{Meta: h, Line: -1}
+	seen := make(map[rawfile.Key]bool)
+	for rest := data[off:]; ; {
+		nl := bytes.IndexByte(rest, '\n')
+		if nl >= 0 && string(rest[:nl+1]) == entriesEnd {
+			return p // every entry line read
+		}
+		var e rawfile.Entry
+		ok := nl >= 0
+		if ok {
+			e, ok = entryOf(rest[:nl])
+		}
+		if !ok || seen[e.Key] {
+			p.Line, p.Offset = len(p.Entries), int64(off)
+			return p
+		}
+		seen[e.Key] = true
+		p.Entries = append(p.Entries, e)
+		off += nl + 1
+		rest = rest[nl+1:]
+	}
+}
+
+// entryOf reads one entry line of the file, as the writer lays it out.
+func entryOf(line []byte) (rawfile.Entry, bool) {
+	line, ok := bytes.CutPrefix(line, []byte(entryIndent))
+	line = bytes.TrimSuffix(line, []byte(","))
+	if !ok || !bytes.HasPrefix(line, []byte(entryPrefix)) {
+		return rawfile.Entry{}, false
+	}
+	var e struct {
+		Key   json.RawMessage `json:"key"`
+		Value json.RawMessage `json:"value"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&e) != nil || dec.More() || e.Key == nil || e.Value == nil {
+		return rawfile.Entry{}, false
+	}
+	k, err := rawfile.ParseKey(string(e.Key))
+	if err != nil {
+		return rawfile.Entry{}, false
+	}
+	return rawfile.Entry{Key: k, Value: e.Value}, true
 }
 
 // loadPrimed has the core load data and jdata, and fills in what Load
@@ -309,6 +375,31 @@ func (l *rawLocked) Delete(ctx context.Context, h rawfile.Header, key rawfile.Ke
 }
 
 func (l *rawLocked) Close() error { return l.f.Close() }
+
+func (l *rawLocked) Discard(ctx context.Context) error {
+	c, d := l.f.c, l.f.disk
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.check(ctx); err != nil {
+		return err
+	}
+	if err := d.own("discard", nil); err != nil {
+		return err
+	}
+	if err := d.fs.Remove(d.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return pathError("discard", d.path, err)
+	}
+	if err := d.removeJournal(); err != nil {
+		return err
+	}
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		return pathError("discard: fsync directory", d.dir, err)
+	}
+	// The core's view of the file is stale now; the next use reads it.
+	c.state, c.bad, c.last = stateUnknown, nil, onDisk{}
+	c.ents = newEntries[rawfile.Key](0)
+	return nil
+}
 
 func (l *rawLocked) KeepCopy(ctx context.Context, verb string) (string, error) {
 	c := l.f.c

@@ -127,6 +127,30 @@ type File struct {
 	// Journal is what the journal beside the file held (see
 	// checkpoint.WithJournal); Entries include its records.
 	Journal Journal
+	// UpToDamage is what reads of a file Load refused as corrupt, up to
+	// the damage, so that a count of its entries is one that was read;
+	// nil when Load did not refuse it as corrupt, or when its header, or
+	// the state the journal's records follow, does not read.
+	UpToDamage *Partial
+}
+
+// Partial is what reads of a damaged checkpoint before its damage: the
+// file held at least these entries.
+type Partial struct {
+	// Entries are the entries read before the damage, in order.
+	Entries []Entry
+	// Meta is the header of that state: the file's, or, when the damage
+	// is in the journal, that of its last record before the damage.
+	Meta Header
+	// Journal says that the damage is in the journal (Journal.Damage says
+	// where): Entries are the file's with the records before it replayed.
+	Journal bool
+	// Line is the index of the file's first entry line that does not
+	// read as the writer wrote it (or repeats a key), and Offset its byte
+	// offset in the file; Line is -1 when every entry line reads (the
+	// damage is in a value, the header or the checksum) or Journal is set.
+	Line   int
+	Offset int64
 }
 
 // Journal is what Read learned of the journal beside a checkpoint.
@@ -217,6 +241,11 @@ type Locked interface {
 	// the journal, durably: its records follow the file replaced (entries
 	// read from a file with a journal include the journal's records).
 	Replace(ctx context.Context, h Header, entries []Entry, seqAbove uint64) error
+	// Discard removes the file and its journal, durably, whatever they
+	// hold (the caller has kept a copy of them, and checked that the file
+	// is empty), leaving path.prev as it is: a daemon then finds no
+	// checkpoint at path.
+	Discard(ctx context.Context) error
 	// Close releases the lock.
 	Close() error
 }
