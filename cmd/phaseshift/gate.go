@@ -18,9 +18,14 @@ import (
 // whether the fleet may move to phase N: the step a pipeline runs between
 // two updates of the DaemonSet. The rules cannot see a restart before
 // Prometheus scrapes it, so gate first waits until every target of the job
-// has been scraped since it started and the rules evaluated twice since;
-// then, while a node is held down (scraped once since its restore), it
-// waits for the hold-down to end, and answers.
+// has been scraped since it started, and then for two evaluations of the
+// rules after the latest of those scrapes (waitFresh says why that time is
+// fixed once); then, while a node is held down (scraped once since its
+// restore), it waits for the hold-down to end, and answers. It says "go"
+// only on the word of the job's nodes: a job with no target, or none
+// reporting, is refused, and an answer of the server's that is empty where
+// the gate needs a value, malformed or failed is an error (exit 8), never
+// a guess.
 
 // gateOptions are gate's flags.
 type gateOptions struct {
@@ -49,12 +54,14 @@ may move to phase N (1, 2 or 3, or expand, migrate, contract): the step a
 pipeline or an operator runs between two updates of the DaemonSet, after
 kubectl rollout status. It first waits until every target of the job has
 been scraped since it started and the rules evaluated twice since, so that
-a node that restarted just before is judged on what it says now; then,
-while a node is held down (scraped only once since its restore), it waits
-for its next scrape. It prints the nodes that block the phase and why, and
-exits 0 when the fleet may move, 9 when it may not (or the wait outlasted
---timeout). Nodes that run phase 3 on an unsafe restore are listed too
-(they block nothing: moving back is their heal).`,
+a node that restarted just before is judged on what it says now (about
+three scrape intervals); then, while a node is held down (scraped only
+once since its restore), it waits for its next scrape. It prints the
+nodes that block the phase and why, and exits 0 when the fleet may move,
+9 when it may not (or no node of the job reports, or the wait outlasted
+--timeout), 8 when the server fails or answers what is not Prometheus's
+answer. Nodes that run phase 3 on an unsafe restore are listed too (they
+block nothing: moving back is their heal).`,
 		examples: []string{
 			"phaseshift gate --prometheus http://prometheus.monitoring:9090 3",
 			"phaseshift gate --prometheus http://127.0.0.1:9090 --job ipamd --timeout 2m migrate && kubectl set env daemonset/ipamd PHASESHIFT_PHASE=migrate",
@@ -80,7 +87,8 @@ type blocker struct {
 // gateAnswer is gate's answer, its --json output.
 type gateAnswer struct {
 	Phase     int       `json:"phase"`
-	Safe      bool      `json:"safe"`
+	Job       string    `json:"job"`
+	Safe      bool      `json:"safe"` // never without a node of the job reporting
 	Blocking  []blocker `json:"blocking"`
 	Warnings  []blocker `json:"warnings"`
 	Reporting int       `json:"reporting"`          // nodes that export phaseshift_phase
@@ -154,21 +162,39 @@ func (g *gateRun) pause(ctx context.Context) error {
 	}
 }
 
-// waitFresh waits until every target of the job has been scraped since
-// the server's time when gate started, and the gate's rule evaluated twice
-// since the last of those scrapes (once could have read a scrape not yet
-// stored).
+// waitFresh waits until the rules have judged every target of the job on
+// a scrape since the gate started. It fixes its target once: the latest
+// scrape time at the first poll where every target has been scraped since
+// the server's time at the start, and waits for two evaluations at or
+// after it (the first could have run before that scrape was stored). A
+// target recomputed at each poll, the latest scrape of any target, may
+// never be passed: Prometheus spreads its targets' scrapes across the
+// interval, so with many targets one is nearly always scraped after the
+// last evaluation.
 func (g *gateRun) waitFresh(ctx context.Context) error {
 	start, err := g.api.now(ctx)
 	if err != nil {
 		return fail(exitFailed, "%v", err)
 	}
-	safe := fmt.Sprintf(`timestamp(phaseshift:safe_to_move_to_phase{phase="%d"})`, g.phase)
-	first := math.Inf(1) // the first evaluation after every scrape
+	scraped, err := g.waitScraped(ctx, start)
+	if err != nil {
+		return err
+	}
+	return g.waitEvaluated(ctx, scraped)
+}
+
+// waitScraped waits until every target of the job has been scraped at or
+// after start, and returns the latest of those scrapes. A job with no
+// target is refused at once: no node's word can be read.
+func (g *gateRun) waitScraped(ctx context.Context, start float64) (float64, error) {
+	expr := fmt.Sprintf(`timestamp(up{job=%q})`, g.o.job)
 	for {
-		scraped, err := g.api.query(ctx, fmt.Sprintf(`timestamp(up{job=%q})`, g.o.job))
+		scraped, err := g.api.vector(ctx, expr)
 		if err != nil {
-			return fail(exitFailed, "%v", err)
+			return 0, fail(exitFailed, "%v", err)
+		}
+		if len(scraped) == 0 {
+			return 0, fail(exitRefused, "refused: the Prometheus server at %s scrapes no target of job %q, so no node's word can be read: give --job the scrape job of the daemons, the one the rules select (job=\"ipamd\" unless you changed it)", g.api.base, g.o.job)
 		}
 		last, stale := start, 0
 		for _, s := range scraped {
@@ -177,20 +203,45 @@ func (g *gateRun) waitFresh(ctx context.Context) error {
 				stale++
 			}
 		}
-		evaluated, err := g.api.query(ctx, safe)
+		if stale == 0 {
+			return last, nil
+		}
+		if time.Now().After(g.deadline) {
+			return 0, fail(exitRefused, "refused: after %v, %d of the %d targets of job %s were not scraped since the gate started: the gate cannot judge the fleet on what it said before (is --timeout shorter than the scrape interval?)", g.o.timeout, stale, len(scraped), g.o.job)
+		}
+		if err := g.pause(ctx); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// waitEvaluated waits for two evaluations of the gate's rule at or after
+// scraped.
+func (g *gateRun) waitEvaluated(ctx context.Context, scraped float64) error {
+	expr := fmt.Sprintf(`timestamp(phaseshift:safe_to_move_to_phase{phase="%d"})`, g.phase)
+	first := math.Inf(1) // the first evaluation at or after scraped
+	for {
+		evaluated, err := g.api.vector(ctx, expr)
 		if err != nil {
 			return fail(exitFailed, "%v", err)
 		}
-		if stale == 0 && len(evaluated) > 0 {
-			switch at := evaluated[0].value; {
+		if len(evaluated) > 0 {
+			at := evaluated[0].value
+			for _, s := range evaluated {
+				at = min(at, s.value)
+			}
+			switch {
 			case at > first:
 				return nil
-			case at >= last && math.IsInf(first, 1):
+			case at >= scraped && math.IsInf(first, 1):
 				first = at
 			}
 		}
 		if time.Now().After(g.deadline) {
-			return g.notFresh(stale, len(evaluated) > 0)
+			if len(evaluated) == 0 {
+				return g.noRules()
+			}
+			return fail(exitRefused, "refused: after %v, the rules were not evaluated twice since every target of job %s was scraped: the gate cannot judge the fleet on what it said before (is --timeout shorter than two evaluation intervals?)", g.o.timeout, g.o.job)
 		}
 		if err := g.pause(ctx); err != nil {
 			return err
@@ -198,69 +249,101 @@ func (g *gateRun) waitFresh(ctx context.Context) error {
 	}
 }
 
-// notFresh is the refusal when the data did not become fresh in time.
-func (g *gateRun) notFresh(stale int, evaluated bool) error {
-	if !evaluated {
-		return fail(exitFailed, "the Prometheus server at %s has no series phaseshift:safe_to_move_to_phase{phase=\"%d\"}: load metrics/phaseshift.rules.yml in its rule_files", g.api.base, g.phase)
-	}
-	return fail(exitRefused, "refused: after %v, %d targets of job %s were not scraped since the gate started (or the rules not evaluated since): the gate cannot judge the fleet on what it said before", g.o.timeout, stale, g.o.job)
+// noRules is the error when the server has no series of the gate's rule.
+func (g *gateRun) noRules() error {
+	return fail(exitFailed, "the Prometheus server at %s has no series phaseshift:safe_to_move_to_phase{phase=\"%d\"}: load metrics/phaseshift.rules.yml in its rule_files", g.api.base, g.phase)
 }
 
+// gateSeries are the series the gate reads, but the safe one.
+var gateSeries = []string{"phaseshift:node_blocks_phase", "phaseshift:node_unreported", "phaseshift:node_held_down", "phaseshift:node_unsafe_in_phase3"}
+
 // read reads the gate once: whether phase N is safe, what blocks it, and
-// whether a node is held down.
+// whether a node is held down. The fleet is safe only when every series
+// of the safe rule says 1 and some node of the job reports: the rules
+// block a job with no target too, but the gate does not take their word
+// for it.
 func (g *gateRun) read(ctx context.Context) (gateAnswer, bool, error) {
-	a := gateAnswer{Phase: g.phase, Blocking: []blocker{}, Warnings: []blocker{}}
+	a := gateAnswer{Phase: g.phase, Job: g.o.job, Blocking: []blocker{}, Warnings: []blocker{}}
 	expr := fmt.Sprintf(`phaseshift:safe_to_move_to_phase{phase="%[1]d"} or phaseshift:node_blocks_phase{phase="%[1]d"}`+
 		` or phaseshift:node_unreported or phaseshift:node_held_down or phaseshift:node_unsafe_in_phase3`, g.phase)
-	samples, err := g.api.query(ctx, expr)
+	samples, err := g.api.vector(ctx, expr)
 	if err != nil {
 		return a, false, fail(exitFailed, "%v", err)
 	}
 	held, seenSafe := false, false
+	a.Safe = true
 	for _, s := range samples {
 		name := s.labels["__name__"]
-		switch name {
-		case "phaseshift:safe_to_move_to_phase":
-			a.Safe, seenSafe = s.value == 1, true
-			continue
-		case "phaseshift:node_held_down":
-			held = true
-			s.labels["reason"] = "held_down"
-		}
-		b := blocker{Series: name, Instance: s.labels["instance"], Store: s.labels["store"], Reason: s.labels["reason"], Kind: s.labels["kind"], Value: s.value}
-		if name == "phaseshift:node_unsafe_in_phase3" {
-			a.Warnings = append(a.Warnings, b)
-		} else {
-			a.Blocking = append(a.Blocking, b)
+		switch {
+		case name == "phaseshift:safe_to_move_to_phase":
+			if s.value != 0 && s.value != 1 {
+				return a, false, fail(exitFailed, "the Prometheus server at %s: phaseshift:safe_to_move_to_phase is %g, not 0 or 1: is it evaluating metrics/phaseshift.rules.yml as it ships?", g.api.base, s.value)
+			}
+			a.Safe, seenSafe = a.Safe && s.value == 1, true
+		case name == "phaseshift:node_unsafe_in_phase3":
+			a.Warnings = append(a.Warnings, newBlocker(s))
+		case slices.Contains(gateSeries, name):
+			held = held || name == "phaseshift:node_held_down"
+			a.Blocking = append(a.Blocking, newBlocker(s))
+		default:
+			return a, false, fail(exitFailed, "the Prometheus server at %s answered the gate's query with a series %q the query does not select: is it a Prometheus server?", g.api.base, name)
 		}
 	}
 	if !seenSafe {
-		return a, false, fail(exitFailed, "the Prometheus server at %s has no series phaseshift:safe_to_move_to_phase{phase=\"%d\"}: load metrics/phaseshift.rules.yml in its rule_files", g.api.base, g.phase)
+		return a, false, g.noRules()
 	}
 	sortBlockers(a.Blocking)
 	sortBlockers(a.Warnings)
 	a.Reporting, a.Expected, err = g.counts(ctx)
+	a.Safe = a.Safe && a.Reporting > 0
 	return a, held, err
 }
 
-// counts returns how many nodes report, and how many are expected.
+// newBlocker is the blocker one series of the gate's says.
+func newBlocker(s sample) blocker {
+	b := blocker{Series: s.labels["__name__"], Instance: s.labels["instance"], Store: s.labels["store"], Reason: s.labels["reason"], Kind: s.labels["kind"], Value: s.value}
+	if b.Series == "phaseshift:node_held_down" {
+		b.Reason = "held_down"
+	}
+	return b
+}
+
+// counts returns how many nodes of the job report, and how many are
+// expected (nil: no count stated, which the rules block on).
 func (g *gateRun) counts(ctx context.Context) (int, *float64, error) {
-	rep, err := g.api.query(ctx, fmt.Sprintf(`count(count by (instance) (phaseshift_phase{job=%q}))`, g.o.job))
+	expr := fmt.Sprintf(`count(count by (instance) (phaseshift_phase{job=%q})) or vector(0)`, g.o.job)
+	rep, err := g.api.vector(ctx, expr)
 	if err != nil {
 		return 0, nil, fail(exitFailed, "%v", err)
 	}
-	exp, err := g.api.query(ctx, fmt.Sprintf(`max(phaseshift:expected_nodes{job=%q})`, g.o.job))
+	if len(rep) != 1 {
+		return 0, nil, fail(exitFailed, "the Prometheus server at %s answered %s with %d samples, not one: is it a Prometheus server?", g.api.base, expr, len(rep))
+	}
+	n, err := g.count(rep[0].value, expr)
+	if err != nil {
+		return 0, nil, err
+	}
+	expr = fmt.Sprintf(`max(phaseshift:expected_nodes{job=%q})`, g.o.job)
+	exp, err := g.api.vector(ctx, expr)
 	if err != nil {
 		return 0, nil, fail(exitFailed, "%v", err)
 	}
-	n := 0
-	if len(rep) > 0 {
-		n = int(rep[0].value)
-	}
-	if len(exp) == 0 {
+	switch len(exp) {
+	case 0:
 		return n, nil, nil
+	case 1:
+		_, err := g.count(exp[0].value, expr)
+		return n, &exp[0].value, err
 	}
-	return n, &exp[0].value, nil
+	return 0, nil, fail(exitFailed, "the Prometheus server at %s answered %s with %d samples, not one or none: is it a Prometheus server?", g.api.base, expr, len(exp))
+}
+
+// count checks that v, the answer to expr, is a count of nodes.
+func (g *gateRun) count(v float64, expr string) (int, error) {
+	if v < 0 || v != math.Trunc(v) || v > math.MaxInt32 {
+		return 0, fail(exitFailed, "the Prometheus server at %s: %s is %g, not a count of nodes", g.api.base, expr, v)
+	}
+	return int(v), nil
 }
 
 func sortBlockers(bs []blocker) {
@@ -272,6 +355,9 @@ func sortBlockers(bs []blocker) {
 // printGate prints the answer and returns the refusal, if it is one.
 func printGate(e *env, a gateAnswer) error {
 	refused := fail(exitRefused, "refused: the fleet may not move to phase %d (%d blocking: %s)", a.Phase, len(a.Blocking), summarize(a.Blocking))
+	if a.Reporting == 0 {
+		refused = fail(exitRefused, "refused: no node of job %s reports phaseshift metrics: the gate says the fleet may move only on its nodes' word", a.Job)
+	}
 	if a.TimedOut {
 		refused = fail(exitRefused, "refused: nodes were still held down (scraped once since their restore) after --timeout: the fleet may not move to phase %d yet", a.Phase)
 	}
@@ -297,9 +383,12 @@ func printGateText(w *bufio.Writer, a gateAnswer) {
 	if a.Expected != nil {
 		expected = fmt.Sprintf("%g expected", *a.Expected)
 	}
-	if a.Safe && len(a.Blocking) == 0 {
+	switch {
+	case a.Safe && len(a.Blocking) == 0:
 		fmt.Fprintf(w, "the fleet may move to phase %d: no node blocks it (%d nodes report, %s)\n", a.Phase, a.Reporting, expected)
-	} else {
+	case a.Reporting == 0:
+		fmt.Fprintf(w, "the fleet may not move to phase %d: no node of job %s reports (%s)\n", a.Phase, a.Job, expected)
+	default:
 		fmt.Fprintf(w, "the fleet may not move to phase %d: %d blocking (%d nodes report, %s)\n", a.Phase, len(a.Blocking), a.Reporting, expected)
 	}
 	for _, b := range a.Blocking {

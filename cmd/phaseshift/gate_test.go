@@ -175,6 +175,15 @@ func TestGate(t *testing.T) {
 	assert.Equal(t, 3, a.Reporting)
 	assert.Equal(t, 3.0, a.Expected)
 
+	t.Run("a job with no target", func(t *testing.T) {
+		// The rules select job="ipamd", and say phase 3 is safe; the gate
+		// asked of a job nothing scrapes has no node's word to go on.
+		r := f.gate(t, "--job", "ipamdd", "3")
+		assert.Equal(t, 9, r.code, "%s %s", r.stdout, r.stderr)
+		assert.Contains(t, r.stderr, `scrapes no target of job "ipamdd", so no node's word can be read`)
+		assert.NotContains(t, r.stdout, "may move")
+	})
+
 	t.Run("a restart into a blocking state right before the gate", func(t *testing.T) {
 		// The last evaluation said phase 3 is safe; node-b restarts and
 		// its restore finds an orphan. The gate, run at once, must not

@@ -1,5 +1,5 @@
 // Package fleet is the project's fleet test: a rollout 0 → 1 → 2 → 3 of
-// examples/ipam over eight nodes, gated by a real Prometheus that evaluates
+// examples/ipam over 24 nodes, gated by a real Prometheus that evaluates
 // metrics/phaseshift.rules.yml as it ships, with the faults operators meet
 // on the way. It has no code of its own beyond its tests:
 //
@@ -27,17 +27,23 @@
 //   - a journal written by a newer build (a field this build lacks, on a
 //     value later replaced or deleted);
 //   - a node missing from discovery, a restart into a blocking state right
-//     before the gate is read, and an orphan taken to phase 3, healed on
-//     that node alone (the node-local phase override, phaseshift report,
-//     phaseshift prune-orphans).
+//     before the gate is read (a gate started at the daemon's first
+//     answer, and one started once Prometheus holds it down, both refuse),
+//     and an orphan taken to phase 3, healed on that node alone (the
+//     node-local phase override, phaseshift report, phaseshift
+//     prune-orphans).
 //
 // After every step it checks what each node serves against the pods that
 // exist: every pod with its address (nothing acknowledged lost), no
 // address to two pods, nothing deleted served except an orphan the
 // library documents (an entry only the checkpoint has, kept because the
 // runtime's listing could have missed it). It checks the gate through the
-// built phaseshift gate, and the alerts through Prometheus's HTTP API,
-// waiting on conditions, never for a while.
+// built phaseshift gate, run as the README runs it (its default --poll
+// and --timeout), which must answer within 30s: at 24 targets scraped
+// every second, Prometheus spreads the scrapes across the second, which is
+// what made the gate's wait for fresh data never end (issue 42 item 5).
+// It checks the alerts through Prometheus's HTTP API, waiting on
+// conditions, never for a while.
 //
 // # Caveats
 //

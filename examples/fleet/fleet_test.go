@@ -26,8 +26,17 @@ import (
 	"github.com/phaseshift/phaseshift/internal/testbin"
 )
 
-// nodes is the size of the fleet.
-const nodes = 8
+// nodes is the size of the fleet: enough targets that Prometheus's
+// scrapes of them, spread across its 1s interval, leave no instant after
+// an evaluation at which every target's last scrape is older (issue 42
+// item 5: the gate waited for one, and never answered at 24).
+const nodes = 24
+
+// gateWithin is how long phaseshift gate may take to answer. It waits for
+// a scrape of every node and two evaluations of the rules after its
+// start, a few seconds at this 1s interval; the deadline is generous for
+// a machine this test shares, not a measure of speed.
+const gateWithin = 30 * time.Second
 
 var binDir string // testbin.Run's
 
@@ -142,21 +151,35 @@ type cmd struct {
 
 func (f *fleet) run(t *testing.T, args ...string) cmd {
 	t.Helper()
-	c := exec.CommandContext(ctx(t), f.phaseshift, args...)
-	var stdout, stderr bytes.Buffer
-	c.Stdout, c.Stderr = &stdout, &stderr
-	err := c.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		require.NoError(t, err)
-	}
-	return cmd{stdout.String(), stderr.String(), c.ProcessState.ExitCode()}
+	r, err := f.runCtx(ctx(t), args...)
+	require.NoError(t, err)
+	return r
 }
 
-// gate runs phaseshift gate for phase.
+// runCtx is one run of the built phaseshift command, killed when c is
+// done; it does not touch t, so that a test's goroutine may call it.
+func (f *fleet) runCtx(c context.Context, args ...string) (cmd, error) {
+	p := exec.CommandContext(c, f.phaseshift, args...)
+	var stdout, stderr bytes.Buffer
+	p.Stdout, p.Stderr = &stdout, &stderr
+	err := p.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return cmd{}, err
+	}
+	return cmd{stdout.String(), stderr.String(), p.ProcessState.ExitCode()}, c.Err()
+}
+
+// gate runs phaseshift gate for phase as the README does (the default
+// --poll and --timeout), and fails the test if it does not answer within
+// gateWithin.
 func (f *fleet) gate(t *testing.T, phase string) cmd {
 	t.Helper()
-	return f.run(t, "gate", "--prometheus", f.prom.URL, "--poll", "100ms", "--timeout", "1m", phase)
+	c, cancel := context.WithTimeout(context.Background(), gateWithin)
+	defer cancel()
+	r, err := f.runCtx(c, "gate", "--prometheus", f.prom.URL, phase)
+	require.NoError(t, err, "phaseshift gate --prometheus URL %s did not answer within %v: %s%s", phase, gateWithin, r.stdout, r.stderr)
+	return r
 }
 
 // mayMove requires the gate to let the fleet move to phase. A refusal
@@ -307,6 +330,7 @@ func faultsAtPhase2(t *testing.T, f *fleet) {
 		lost := n.oldest()
 		n.lose(lost)
 		n.mustStart(t, "migrate")
+		holdsFromFirstAnswer(t, f, n)
 		f.check(t, "a restart that found an orphan")
 		out := f.refused(t, "3")
 		assert.Contains(t, out, n.name+"  entries orphaned: 1")
@@ -315,6 +339,39 @@ func faultsAtPhase2(t *testing.T, f *fleet) {
 		pruneOrphans(t, f, n, lost)
 		f.mayMove(t, "3")
 	})
+}
+
+// holdsFromFirstAnswer checks, on n just restarted into a state that
+// blocks phase 3, that no gate read from its first answer on says the
+// fleet may move: one gate started at once, before Prometheus has scraped
+// the new process (its series still say what the process before it
+// said), and one started once Prometheus has seen the restart (held down,
+// or already blocking). Both must name n's orphan.
+func holdsFromFirstAnswer(t *testing.T, f *fleet, n *node) {
+	t.Helper()
+	type answer struct {
+		r   cmd
+		err error
+	}
+	gate := func(ch chan<- answer) {
+		c, cancel := context.WithTimeout(context.Background(), gateWithin)
+		defer cancel()
+		r, err := f.runCtx(c, "gate", "--prometheus", f.prom.URL, "3")
+		ch <- answer{r, err}
+	}
+	atOnce, seen := make(chan answer, 1), make(chan answer, 1)
+	go gate(atOnce)
+	expr := fmt.Sprintf(`phaseshift:node_held_down{instance=%[1]q} or phaseshift:node_blocks_phase{phase="3", instance=%[1]q}`, n.name)
+	got, ok, err := promtest.Eventually(f.prom, gateWithin, func(c context.Context) ([]promtest.Sample, error) { return f.prom.Query(c, expr) },
+		func(s []promtest.Sample) bool { return len(s) > 0 })
+	require.True(t, ok, "Prometheus never saw %s's restart: %v %v", n.name, got, err)
+	go gate(seen)
+	for _, ch := range []chan answer{atOnce, seen} {
+		a := <-ch
+		require.NoError(t, a.err, "phaseshift gate 3 did not answer within %v: %s%s", gateWithin, a.r.stdout, a.r.stderr)
+		assert.Equal(t, 9, a.r.code, "the gate said phase 3 is safe while %s blocks it: %s%s", n.name, a.r.stdout, a.r.stderr)
+		assert.Contains(t, a.r.stdout, n.name+"  entries orphaned: 1")
+	}
 }
 
 // faultsAtPhase3 plays, on a fleet at phase 3, the faults of phase 3 and
