@@ -13,19 +13,11 @@ import (
 	"github.com/phaseshift/phaseshift/migrate"
 )
 
-// The daemon's command protocol on stdin and stdout (--serve), one JSON
-// object per line. It stands in for the CNI plugin binary, which would
-// talk to the daemon over gRPC or a socket: what matters here is that
-// every ADD and DEL is acknowledged only once it is durable.
-//
-//	→ {"op":"add","id":"c1"}          ← {"ok":true,"ips":["10.0.0.2"]}
-//	→ {"op":"del","id":"c1"}          ← {"ok":true}
-//	→ {"op":"gc","valid":[{"containerID":"c2","ifname":"eth0"}]}
-//	                                  ← {"ok":true,"released":[{...}]}
-//	→ {"op":"dump"}                   ← {"ok":true,"entries":[{"key":{...},"ips":[...]}]}
-//	→ {"op":"exit"}                   ← {"ok":true}, then a clean exit
-//
-// The first line the daemon writes is its restore report.
+// request is one line of the daemon's command protocol on stdin (--serve),
+// which serveProtocol, printed by --help and in the README, documents: it
+// stands in for the CNI plugin binary, which would talk to the daemon over
+// gRPC or a socket; what matters here is that every ADD and DEL is
+// acknowledged only once it is durable.
 type request struct {
 	Op string `json:"op"`
 	ID string `json:"id,omitempty"`
@@ -85,8 +77,39 @@ func toReportJSON(r migrate.Report[Key]) *reportJSON {
 	return out
 }
 
+// serveProtocol is the --serve protocol as --help prints it; the README's
+// section on examples/ipam shows the same, and protocol_test.go holds both
+// to what the daemon answers.
+const serveProtocol = `With --serve, ipam reads one JSON object per line on stdin and answers each
+with one JSON line on stdout, in order. The first line it writes, before
+reading any, is its restore report ({"ok":true,"report":{...}}); by then
+its control socket (--control-socket) and /metrics (--metrics) are up.
+
+  {"op":"add","id":"c1"}                 {"ok":true,"ips":["10.0.0.2"]}
+  {"op":"del","id":"c1"}                 {"ok":true}
+  {"op":"gc","valid":[{"containerID":"c2","ifname":"eth0"}]}
+                                         {"ok":true,"released":[{...}]}
+  {"op":"dump"}                          {"ok":true,"entries":[{"key":{...},"ips":[...]}],"counts":{...}}
+  {"op":"exit"}                          {"ok":true}, then a clean exit
+
+add and del also take "network" (default: --network) and "ifName"
+(default: eth0), and add a "pod" ({"namespace":...,"name":...}). An
+answer is written only once the change is durable on every side the phase
+writes. A request that fails answers {"ok":false,"error":"..."}, and the
+daemon reads on; the end of stdin stops it as exit does.
+`
+
+// sandboxes is the runtime an in-process daemon (--cri inprocess) keeps
+// in step with what it acknowledges; nil under a real runtime, which
+// learns of sandboxes from the kubelet.
+type sandboxes interface {
+	added(id string, ips []netip.Addr) error
+	removed(ids ...string) error
+}
+
 // serve answers commands from in on out until "exit" or the end of in.
-func serve(ctx context.Context, m *IPAM, rep migrate.Report[Key], network string, in io.Reader, out io.Writer) error {
+// rt, when not nil, is told of every acknowledged ADD and release.
+func serve(ctx context.Context, m *IPAM, rep migrate.Report[Key], network string, rt sandboxes, in io.Reader, out io.Writer) error {
 	enc := json.NewEncoder(out)
 	if err := enc.Encode(response{OK: true, Report: toReportJSON(rep)}); err != nil {
 		return err
@@ -100,6 +123,9 @@ func serve(ctx context.Context, m *IPAM, rep migrate.Report[Key], network string
 			resp = response{Error: "bad request: " + err.Error()}
 		} else {
 			resp = handle(ctx, m, req, network, &counts)
+			if resp.OK && rt != nil {
+				resp = tellRuntime(rt, req, resp)
+			}
 		}
 		if err := enc.Encode(resp); err != nil {
 			return err
@@ -109,6 +135,29 @@ func serve(ctx context.Context, m *IPAM, rep migrate.Report[Key], network string
 		}
 	}
 	return sc.Err()
+}
+
+// tellRuntime lists or removes the sandboxes of an acknowledged request in
+// the in-process runtime, as a runtime does after the CNI call returns. A
+// failure is the runtime's, not the store's: the answer says both.
+func tellRuntime(rt sandboxes, req request, resp response) response {
+	var err error
+	switch req.Op {
+	case "add":
+		err = rt.added(req.ID, resp.IPs)
+	case "del":
+		err = rt.removed(req.ID)
+	case "gc":
+		ids := make([]string, len(resp.Released))
+		for i, k := range resp.Released {
+			ids[i] = k.ContainerID
+		}
+		err = rt.removed(ids...)
+	}
+	if err != nil {
+		return response{Error: fmt.Sprintf("%s %s is durable in the store, but the in-process runtime did not record it: %v", req.Op, req.ID, err)}
+	}
+	return resp
 }
 
 func handle(ctx context.Context, m *IPAM, req request, network string, counts *countersJSON) response {

@@ -76,6 +76,24 @@
 // --serve, and every flag needs --cri (without it ipam plays the demo,
 // which takes none): a flag that would be ignored is an error at start.
 //
+// # With no runtime installed
+//
+//	ipam --cri inprocess --state /tmp/ipam/state.json --phase migrate --serve --control-socket
+//
+// runs a CRI runtime of its own (package source/cri/critest, on a unix
+// socket in a temporary directory, read over gRPC as a real one is): it
+// lists a sandbox for every ADD the daemon acknowledged and removes it at
+// the DEL or GC that released it, and keeps them in
+// <state>.cri-sandboxes.json, so that they outlive the daemon as a real
+// runtime's pods do. The README's operator walkthrough on a laptop runs
+// this way, and a test runs it as written (internal/readme).
+//
+// # The --serve protocol
+//
+// --help prints it, and the README shows it: one JSON object per line on
+// stdin, one JSON answer per line on stdout, the restore report first
+// (serveProtocol in daemon.go).
+//
 // # The operator's repair on a live node
 //
 // With --serve --control-socket the daemon serves its Store on

@@ -63,11 +63,19 @@ and with --metrics as well it serves Prometheus metrics while it does:
 
   ipam --cri unix:///run/containerd/containerd.sock --serve --metrics :9100
 
+--cri inprocess runs a CRI runtime of its own instead, for a machine with
+none installed: it lists a sandbox for every ADD the daemon acknowledged,
+removes it at the DEL, and keeps them in STATE.cri-sandboxes.json, so that
+they outlive the daemon as a real runtime's pods do:
+
+  ipam --cri inprocess --state /tmp/ipam/state.json --phase migrate --serve --control-socket
+
 Every other flag needs --cri, and --metrics and --control-socket need
 --serve: a flag that would be ignored is an error.
 
+%s
 Flags:
-`, envPhase)
+`, envPhase, serveProtocol)
 		fs.PrintDefaults()
 	}
 	c := config{logLevel: zapcore.InfoLevel}
@@ -81,7 +89,7 @@ Flags:
 	}
 	fs.TextVar(&c.phase, "phase", phase, "rollout phase: 0/legacy, 1/expand, 2/migrate, 3/contract (default from "+envPhase+", else 0; the file STATE.phase overrides both)")
 	fs.BoolVar(&c.oldBinary, "old-binary", false, "play the release before phaseshift: phase 0 that never opens the checkpoint (so it cannot mark it) and exports no phaseshift metrics; for the demo and the fleet test, never for a rollback")
-	fs.StringVar(&c.endpoint, "cri", "", "CRI endpoint of the node's runtime, e.g. unix:///run/containerd/containerd.sock; empty plays the demo")
+	fs.StringVar(&c.endpoint, "cri", "", "CRI endpoint of the node's runtime, e.g. unix:///run/containerd/containerd.sock, or "+inprocessEndpoint+" for a runtime of its own (no runtime installed); empty plays the demo")
 	fs.StringVar(&c.state, "state", "/var/run/phaseshift-ipam/ipam.json", "checkpoint file")
 	pool := fs.String("pool", "10.0.0.0/24", "address pool (the node's pod CIDR)")
 	fs.StringVar(&c.network, "network", "demo-net", "CNI network name of new allocations")
@@ -174,7 +182,14 @@ func node(ctx context.Context, c config, stdin io.Reader, stdout, stderr io.Writ
 		}
 		c.phase = p
 	}
-	lister, err := cri.NewLister(c.endpoint, cri.WithLogger(log))
+	endpoint, rt, err := runtimeEndpoint(c)
+	if err != nil {
+		return err
+	}
+	if rt != nil {
+		defer rt.Close()
+	}
+	lister, err := cri.NewLister(endpoint, cri.WithLogger(log))
 	if err != nil {
 		return err
 	}
@@ -204,7 +219,11 @@ func node(ctx context.Context, c config, stdin io.Reader, stdout, stderr io.Writ
 			}
 			defer srv.Close()
 		}
-		return serve(ctx, m, rep, c.network, stdin, stdout)
+		var tell sandboxes
+		if rt != nil {
+			tell = rt
+		}
+		return serve(ctx, m, rep, c.network, tell, stdin, stdout)
 	}
 	fmt.Fprintln(stdout, rep)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -220,6 +239,20 @@ func node(ctx context.Context, c config, stdin io.Reader, stdout, stderr io.Writ
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", k.ContainerID, k.Network, k.IfName, a.IPs, a.Allocated.Format(time.RFC3339))
 	}
 	return tw.Flush()
+}
+
+// runtimeEndpoint is the CRI endpoint the daemon reads: --cri's, or, with
+// --cri inprocess, that of a runtime it starts itself, which the caller
+// closes.
+func runtimeEndpoint(c config) (string, *inprocessRuntime, error) {
+	if c.endpoint != inprocessEndpoint {
+		return c.endpoint, nil, nil
+	}
+	rt, err := startInprocess(c.state)
+	if err != nil {
+		return "", nil, err
+	}
+	return rt.Endpoint(), rt, nil
 }
 
 // newLogger logs to w from level on, one line per entry with its fields
