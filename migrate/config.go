@@ -46,7 +46,8 @@ import (
 //     still there (the Store's memory and the checkpoint never part).
 //   - Load of a checkpoint that was never saved, or was moved aside, returns
 //     an error matching checkpoint.ErrNotExist (rule 1). One it cannot read
-//     matches checkpoint.ErrCorrupt, ErrNewerSchema or ErrOlderSchema, with
+//     matches checkpoint.ErrCorrupt, ErrNewerSchema, ErrOlderSchema or
+//     ErrTypeMismatch, with
 //     what it could read of the Meta, or checkpoint.ErrBadEntry with the
 //     entries it could read (rules 4 and 5); any other error is taken as a
 //     read that may work if retried, and fails Restore (rule 6).

@@ -101,7 +101,8 @@ func (s *Store[K, V]) readCheckpoint(ctx context.Context, r *Report[K]) (ckptVie
 // unreadable reports whether err is a verdict on the checkpoint's content
 // that no retry changes.
 func unreadable(err error) bool {
-	return errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, checkpoint.ErrNewerSchema) || errors.Is(err, checkpoint.ErrOlderSchema)
+	return errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, checkpoint.ErrNewerSchema) ||
+		errors.Is(err, checkpoint.ErrOlderSchema) || errors.Is(err, checkpoint.ErrTypeMismatch)
 }
 
 // refuseUnreadable applies rules 2 to 5 to a checkpoint that cannot be
@@ -121,6 +122,10 @@ func (s *Store[K, V]) refuseUnreadable(meta checkpoint.Meta, err error, partial 
 	// state: rolling forward must find it intact.
 	case errors.Is(err, checkpoint.ErrNewerSchema) && s.soleCopy(meta):
 		return restoreErr("%w; phase %d (%s) has nothing else to restore from, so %s: roll forward to the binary that wrote it", err, int(s.cfg.Phase), s.cfg.Phase, left)
+	// Nor is a file this binary's types cannot decode: the file is whole,
+	// and a fix of the types (the error names it) reads it again.
+	case errors.Is(err, checkpoint.ErrTypeMismatch) && s.soleCopy(meta):
+		return restoreErr("%w; phase %d (%s) has nothing else to restore from, so %s: the file is whole, fix this binary's types as the error says", err, int(s.cfg.Phase), s.cfg.Phase, left)
 	// Nor is any other file that holds the only copy of the state, unless
 	// the user chose to serve less.
 	case s.soleCopy(meta) && !s.cfg.DiscardUnreadableCheckpoint:
