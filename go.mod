@@ -7,6 +7,7 @@ require (
 	go.uber.org/goleak v1.1.11
 	go.uber.org/zap v1.15.0
 	golang.org/x/sys v0.1.0
+	pgregory.net/rapid v1.1.0
 )
 
 require (
@@ -15,5 +16,4 @@ require (
 	go.uber.org/atomic v1.6.0 // indirect
 	go.uber.org/multierr v1.5.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	pgregory.net/rapid v1.1.0 // indirect
 )
