@@ -7,6 +7,7 @@ require (
 	go.uber.org/goleak v1.1.11
 	go.uber.org/zap v1.15.0
 	golang.org/x/sys v0.1.0
+	pgregory.net/rapid v1.1.0
 )
 
 require (

@@ -68,6 +68,22 @@
 // migrate.Checkpoint says a Store relies on (that it keeps Meta.Behind, for
 // one).
 //
+// # The node as oracle
+//
+// [Node] is an oracle that does not know the restore rules: it knows which
+// holders exist on the node (pods, VMs), what each holds, which writes were
+// acknowledged and which a crash left unsettled. [Node.Check] judges what a
+// Store serves against it after every restore and every acknowledged
+// write: no acknowledged entry whose holder exists is missing (unless
+// Restore refused); with Node.Unique, no part of a value is served to two
+// live holders, nor free while a live holder uses it; nothing is served
+// that no acknowledged write or legacy record produced (nothing torn,
+// nothing invented). An entry served for a holder that is gone is a leak,
+// allowed only where the Report names it. Drive your own adapters through
+// the events of your node (your runtime's listing lag, your legacy's torn
+// writes) and tell the Node what happened; phaseshift's own node world is
+// internal/robustness/node_world_test.go.
+//
 // # Caveats
 //
 //   - The workload is sequential: concurrency is covered by the migrate
