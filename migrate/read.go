@@ -124,7 +124,7 @@ func (s *Store[K, V]) refuseUnreadable(meta checkpoint.Meta, err error, partial 
 		return restoreErr("%w; phase %d (%s) has nothing else to restore from, so %s: roll forward to the binary that wrote it", err, int(s.cfg.Phase), s.cfg.Phase, left)
 	// Nor is a file this binary's types cannot decode: the file is whole,
 	// and a fix of the types (the error names it) reads it again.
-	case errors.Is(err, checkpoint.ErrTypeMismatch) && s.soleCopy(meta):
+	case errors.Is(err, checkpoint.ErrTypeMismatch) && !partial && s.soleCopy(meta):
 		return restoreErr("%w; phase %d (%s) has nothing else to restore from, so %s: the file is whole, fix this binary's types as the error says", err, int(s.cfg.Phase), s.cfg.Phase, left)
 	// Nor is any other file that holds the only copy of the state, unless
 	// the user chose to serve less.
