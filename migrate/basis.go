@@ -110,7 +110,9 @@ func rulePhase3AfterPhase0[K comparable, V any](s *Store[K, V], in *sides[K, V])
 // refill legacy, and so does phase 0 when it has a checkpoint. A checkpoint
 // behind legacy is the exception: a phase-0 run came after it and kept its
 // state in legacy only, where it died; serving the checkpoint would bring
-// back what that run deleted.
+// back what that run deleted. Any other mark (a repair's) says the file may
+// lack commits, which a registry that died holds no more of: the file is
+// served, and the report says it is behind.
 func ruleVolatile[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bool, error) {
 	p := s.cfg.Phase
 	switch {
@@ -118,9 +120,9 @@ func ruleVolatile[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, 
 		return 0, false, nil
 	case p == PhaseContract:
 		return basisCheckpoint, true, nil
-	case p == PhaseLegacy && (!in.ck.usable || in.ck.behind):
+	case p == PhaseLegacy && (!in.ck.usable || volatileBehind(in.ck.meta)):
 		return 0, false, nil // rulePhase0
-	case in.ck.behind:
+	case in.ck.usable && volatileBehind(in.ck.meta):
 		return needsLegacy(s, in, basisLegacyDecides)
 	}
 	return basisVolatile, true, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
+	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
 	"github.com/phaseshift/phaseshift/source"
 )
@@ -84,4 +85,38 @@ func TestKindOf(t *testing.T) {
 	assert.Equal(t, source.Observing, source.KindOf[string, int](source.Func[string, int](nil)))
 	assert.Equal(t, source.Unknown, source.KindOf[string, int](&writerOfUnknownKind{}))
 	assert.Equal(t, "volatile", source.Volatile.String())
+}
+
+// TestRepairedFileOverAVolatileRegistry is issue 41's path 2: phase 2 over
+// a registry in memory, six Puts, a journal record damaged, and the
+// operator runs repair-journal --drop-damaged-records, which marks what it
+// writes. The restart with a fresh registry must serve what the repaired
+// file holds, not the registry's emptiness, which is never evidence, and
+// must not save an empty state over it.
+func TestRepairedFileOverAVolatileRegistry(t *testing.T) {
+	ctx := context.Background()
+	cp := checkpoint.NewMemory[string, int]()
+	kept := map[string]int{"vm-1": 1, "vm-2": 2} // what the repair kept: the records before the damage
+	require.NoError(t, cp.Save(ctx, checkpoint.Snapshot[string, int]{
+		Meta:    checkpoint.Meta{Phase: migrate.PhaseMigrate.String(), Behind: "repaired by phaseshift repair-journal, which dropped the damaged record (bytes 310-402) and 3 records after it"},
+		Entries: kept,
+	}))
+	for _, p := range []migrate.Phase{migrate.PhaseExpand, migrate.PhaseMigrate} {
+		var fresh source.Map[string, int]
+		s, err := migrate.New(migrate.Config[string, int]{Phase: p, Legacy: &fresh, Checkpoint: checkpointtest.Reopen(t, cp)})
+		require.NoError(t, err)
+		rep, err := s.Restore(ctx)
+		require.NoError(t, err, "phase %d", p)
+		for k, v := range kept {
+			got, ok := s.Get(k)
+			assert.True(t, ok && got == v, "phase %d: %s, which the repaired file holds, must be served: %s", p, k, rep)
+		}
+		if p == migrate.PhaseExpand {
+			assert.NotEmpty(t, rep.Stale, "the first restart reports that the file may lack commits")
+		}
+		require.NoError(t, s.Close())
+		snap, err := checkpointtest.Reopen(t, cp).Load(ctx)
+		require.NoError(t, err)
+		assert.Len(t, snap.Entries, len(kept), "phase %d: nothing emptier is saved over the repaired file", p)
+	}
 }

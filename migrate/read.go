@@ -39,11 +39,21 @@ type legacyView[K comparable, V any] struct {
 // soleCopy reports whether the checkpoint whose header is m is the only
 // side that can hold the state (rule 4): in phase 3, which writes nothing else, and
 // in every phase with a legacy that does not survive a restart - unless m
-// says the checkpoint is behind legacy, whose state then died with the run
-// that left it behind. A checkpoint that is the sole copy is never moved
-// aside or replaced without the user's word (Config.DiscardUnreadableCheckpoint).
+// says a phase-0 run left it behind legacy, whose state then died with
+// that run. (Any other mark - a repair's, a run that could not read legacy
+// in full - says the file may lack commits, not that a registry held them:
+// a volatile legacy's emptiness is never evidence.) A checkpoint that is
+// the sole copy is never moved aside or replaced without the user's word
+// (Config.DiscardUnreadableCheckpoint).
 func (s *Store[K, V]) soleCopy(m checkpoint.Meta) bool {
-	return s.cfg.Phase == PhaseContract || (s.cfg.VolatileLegacy && behindMark(m) == "")
+	return s.cfg.Phase == PhaseContract || (s.cfg.VolatileLegacy && !volatileBehind(m))
+}
+
+// volatileBehind reports whether the checkpoint whose header is m is
+// behind a volatile legacy: a phase-0 run, which kept its writes in the
+// registry only, came after it.
+func volatileBehind(m checkpoint.Meta) bool {
+	return behindMark(m) == markPhase0
 }
 
 // legacyIsStale reports whether a checkpoint whose header says phase 3

@@ -178,11 +178,13 @@ func (c *core[K, V]) loadLocked() (Snapshot[K, V], error) {
 	}
 	if err != nil {
 		c.state, c.bad = stateBad, err
+		c.keepSeq(res.snap.Meta.Seq)
 		return Snapshot[K, V]{Meta: res.snap.Meta}, pathError("load", c.be.name(), err)
 	}
 	if len(res.bad) > 0 {
 		berr := &BadEntriesError{Path: c.be.name(), Total: len(res.snap.Entries) + len(res.bad), Entries: res.bad}
 		c.state, c.bad = stateBad, berr
+		c.keepSeq(res.snap.Meta.Seq)
 		return res.snap, berr
 	}
 	c.state, c.bad = stateGood, nil
@@ -423,6 +425,17 @@ func (c *core[K, V]) onDisk() onDisk {
 		last.journal = c.jlen
 	}
 	return last
+}
+
+// keepSeq makes the next save's Seq follow seq, the Seq of a file this
+// core could not use (a newer schema's, say): a quarantine moves that file
+// aside, and the file saved in its place must not go back to seq 1, since
+// every save increments Seq, and an operator's tools tell by Seq whether
+// commits came after a copy they keep (phaseshift restore-kept).
+func (c *core[K, V]) keepSeq(seq uint64) {
+	if seq < maxSeq {
+		c.head = max(c.head, seq)
+	}
 }
 
 // nextMeta is the Meta of the next commit: m's caller fields, this

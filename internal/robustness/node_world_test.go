@@ -198,6 +198,7 @@ func (w *nodeWorld) legacyConfig(cfg *migrate.Config[string, string]) {
 		cfg.Equal = func(a, b string) bool { return a == b }
 	case kindFile, kindInPlace:
 		cfg.Legacy = &nodeFiles{w: w}
+		cfg.LegacyKind = source.Durable // files on disk; nodeFiles does not say
 	case kindRegistry:
 		cfg.Legacy = w.registry
 	case kindRegistryVolatile:
