@@ -312,38 +312,26 @@ const (
 	keepOrphan                        // served, reported in Orphaned
 	dropIt                            // not served, reported in Dropped
 	pruneIt                           // not served, reported in Pruned
-	skipIt                            // not served: its winning record could not be read
 )
 
 // checkpointOnly decides an entry only the checkpoint holds (rule 21).
+// Its evidence is what legacy's kind lets its silence say: nothing, for a
+// volatile legacy (empty after a restart), for a listing that is partial
+// (the entry may be what it could not read) and for an observing legacy
+// (a runtime lists a sandbox only once its network is set up); that it is
+// gone, for a durable explicit legacy listed in full, which holds every
+// write this library acknowledged (it is written before the write is
+// acknowledged) and every one the old binary did.
 func (s *Store[K, V]) checkpointOnly(b basis, lg *legacyView[K, V]) onlyCheckpoint {
 	switch {
-	// A volatile legacy is empty after a restart: its silence proves
-	// nothing.
 	case b == basisVolatile:
 		return keepQuietly
-	// Nothing is dropped on the evidence of a partial listing: the entry
-	// may be one legacy could not read. Where legacy's record would win (an
-	// explicit legacy), the checkpoint's may be stale: it is not
-	// served, and legacy, where the entry lives, stays the authority (the
-	// checkpoint is marked behind it). Where the checkpoint's record would
-	// win (an implicit legacy, whose record of a live entry would lose on
-	// what it cannot see), it is kept.
-	case !lg.complete && s.explicit != nil:
-		return skipIt
 	case !lg.complete:
 		return keepOrphan
-	// Phase 1 (and phase 2 over a checkpoint behind legacy) takes legacy's
-	// word on which entries exist.
-	case b == basisLegacyDecides:
-		return dropIt
-	// An explicit legacy holds every acknowledged write: an entry
-	// only the checkpoint has was deleted by an old binary, or is a phase-2
-	// write that crashed before reaching legacy and was never acknowledged.
 	case s.explicit != nil:
 		return dropIt
-	// An implicit legacy (CRI) can miss a live entry: keep it, unless the
-	// user chose to prune.
+	// An observing legacy can miss a live entry: keep it, unless the user
+	// chose to prune.
 	case s.cfg.PruneOrphans:
 		return pruneIt
 	}
@@ -361,7 +349,7 @@ func (s *Store[K, V]) applyOnlyCheckpoint(out *built[K, V], kc K, what onlyCheck
 	case pruneIt:
 		r.Pruned = append(r.Pruned, kc)
 	}
-	if what == dropIt || what == pruneIt || what == skipIt {
+	if what == dropIt || what == pruneIt {
 		delete(out.vals, kc)
 		out.setOrigin(kc, out.def)
 		return true

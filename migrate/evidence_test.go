@@ -136,3 +136,38 @@ func TestUniqueDropsOnlyForALiveHolder(t *testing.T) {
 		})
 	}
 }
+
+// TestPhase1KeepsAnAddNotListedYet: phase 1 restarted while an ADD it
+// acknowledged is not listed yet by the runtime. The pod exists: it must
+// be served, its address taken. (The listing's silence is no evidence
+// that it is gone.)
+func TestPhase1KeepsAnAddNotListedYet(t *testing.T) {
+	ctx := context.Background()
+	node := pods{"pod-1": 1, "pod-2": 2}
+	s, cri, cp := phase1Node(t, node)
+	require.NoError(t, s.Put(ctx, "pod-new", 3))
+	node["pod-new"] = 3
+	require.NoError(t, s.Close())
+
+	s2, r := restartIn(t, migrate.PhaseExpand, cri, cp)
+	assertServesNode(t, s2, node)
+	assert.Equal(t, []string{"pod-new"}, r.Orphaned, "kept, and reported")
+}
+
+// TestPartialListingOfAnExplicitLegacy: a file legacy whose listing cannot
+// read pod-a, which the checkpoint holds as acknowledged. Nothing shows
+// pod-a gone: it is served, not skipped.
+func TestPartialListingOfAnExplicitLegacy(t *testing.T) {
+	ctx := context.Background()
+	for _, p := range []migrate.Phase{migrate.PhaseExpand, migrate.PhaseMigrate} {
+		w := newWorld(true, map[string]int{"pod-a": 1, "pod-b": 2})
+		w.saveCheckpoint(t, migrate.PhaseMigrate, map[string]int{"pod-a": 1, "pod-b": 2}, "")
+		w.impl.FailListPartly(fmt.Errorf("pod-a: the file cannot be read"))
+		s := w.open(t, migrate.Config[string, int]{Phase: p})
+		rep, err := s.Restore(ctx)
+		require.NoError(t, err)
+		assertServesNode(t, s, pods{"pod-a": 1, "pod-b": 2})
+		assert.NotEmpty(t, rep.Errors, "the unreadable entry is reported")
+		require.NoError(t, s.Close())
+	}
+}

@@ -131,8 +131,10 @@ func (r *run[K, V]) verify(s *migrate.Store[K, V], rep migrate.Report[K], p migr
 	problems = append(problems, r.checkUncertain(served, orphaned(r, rep), p)...)
 	problems = append(problems, r.checkRest(served, rep, p)...)
 	r.shared = undecided(rep)
-	r.orphans = map[K]bool{}
-	for _, k := range rep.Orphaned {
+	if r.orphans == nil {
+		r.orphans = map[K]bool{}
+	}
+	for _, k := range rep.Orphaned { // reported once, excused until it goes
 		r.orphans[r.a.match(k)] = true
 	}
 	problems = append(problems, r.checkUnique(served)...)
@@ -165,14 +167,18 @@ func (r *run[K, V]) checkReport(rep migrate.Report[K], served map[K]entry[K, V])
 }
 
 // checkTruth: every acknowledged entry is served, exactly; an entry a
-// partial listing kept from this restore may be missing.
+// partial listing kept from this restore may be missing, or served as the
+// checkpoint had it.
 func (r *run[K, V]) checkTruth(served map[K]entry[K, V], p migrate.Phase) []string {
 	var problems []string
 	for id, e := range r.acks.truth {
 		want := r.expected(e, p)
 		got, ok := served[id]
 		switch {
-		case !ok && r.w.hiddenIDs[id]:
+		case r.w.hiddenIDs[id] && (!ok || !same(got, want)):
+			// Not served, or served as the checkpoint last had it: the
+			// listing could not read legacy's record, which may be newer
+			// (rule 21 keeps what the checkpoint holds).
 			r.acks.hidden[id] = e
 			delete(r.acks.truth, id)
 		case !ok:
@@ -212,6 +218,8 @@ func (r *run[K, V]) checkHidden(served map[K]entry[K, V], p migrate.Phase) []str
 		case ok && same(got, want):
 			r.acks.truth[id] = e
 			delete(r.acks.hidden, id)
+		case len(r.w.hiddenIDs) > 0 && r.w.hiddenIDs[id]:
+			// Still hidden: not served, or served as the checkpoint had it.
 		case ok:
 			problems = append(problems, fmt.Sprintf("STALE: %v is served as %v = %v, acknowledged %v = %v before a partial listing hid it", id, got.key, got.val, want.key, want.val))
 		case len(r.w.hiddenIDs) == 0:
@@ -228,8 +236,10 @@ func (r *run[K, V]) checkUncertain(served map[K]entry[K, V], reported map[K]bool
 	for id, m := range r.acks.uncertain {
 		got, ok := served[id]
 		switch {
-		case !ok && r.w.hiddenIDs[id]:
-			continue // a partial listing hid it: a later restore decides
+		case r.w.hiddenIDs[id]:
+			// A partial listing hid legacy's record: what is served is
+			// the checkpoint's, or nothing, and a later restore decides.
+			continue
 		case ok && reported[id]:
 			// Kept and reported as an orphan: checkRest takes it.
 			delete(r.acks.uncertain, id)
@@ -299,6 +309,9 @@ func (r *run[K, V]) checkRest(served map[K]entry[K, V], rep migrate.Report[K], p
 	for id, got := range served {
 		if _, ok := r.acks.truth[id]; ok {
 			continue
+		}
+		if _, ok := r.acks.hidden[id]; ok {
+			continue // checkHidden takes it
 		}
 		if o, known := r.acks.orphans[id]; known || reported[id] {
 			if known && !r.either(got, o, p) && !reported[id] {
