@@ -95,7 +95,7 @@ func ruleLegacyStale[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basi
 // one that is behind legacy: a phase-0 run (or a run that could not read
 // legacy in full) came after it, and only legacy has what it did.
 func rulePhase3AfterPhase0[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bool, error) {
-	if s.cfg.Phase != PhaseContract || !in.ck.behind {
+	if s.cfg.Phase != PhaseContract || (!in.ck.behind && len(in.ck.marked) == 0) {
 		return 0, false, nil
 	}
 	how := "run phase 1 (expand) or 2 (migrate) first, with legacy readable"
@@ -204,6 +204,8 @@ func staleWhy[K comparable, V any](in *sides[K, V]) string {
 	switch {
 	case in.ck.behind:
 		return fmt.Sprintf("seq %d is marked behind legacy: %s", in.ck.meta.Seq, behindMark(in.ck.meta))
+	case len(in.ck.marked) > 0:
+		return markedWhy(&in.ck)
 	case in.ck.bootOld:
 		return "it was written in an earlier boot"
 	case in.ck.aside != nil:

@@ -174,11 +174,11 @@ func (s *Store[K, V]) combine(b basis, ck *ckptView[K, V], lg *legacyView[K, V],
 	for kc, vc := range out.vals {
 		kl, ok := find(lidx, lg.entries, s.id(kc))
 		if !ok {
-			out.changed = s.applyOnlyCheckpoint(&out, kc, s.checkpointOnly(b, lg), r) || out.changed
+			out.changed = s.applyOnlyCheckpoint(&out, kc, s.onlyCheckpointOf(b, ck, lg, kc), r) || out.changed
 			continue
 		}
 		matched[kl] = struct{}{}
-		k, v, ours, diverged := s.pick(kc, vc, kl, lg.entries[kl], ck.behind)
+		k, v, ours, diverged := s.pick(kc, vc, kl, lg.entries[kl], ck.behind || ck.isMarked(s.id(kc)))
 		if diverged {
 			r.Diverged = append(r.Diverged, k)
 		}
@@ -229,7 +229,7 @@ func (s *Store[K, V]) legacyDecides(ck *ckptView[K, V], lg *legacyView[K, V], r 
 	for kc, vc := range ck.entries {
 		kl, ok := find(lidx, lg.entries, s.id(kc))
 		if !ok {
-			if s.applyOnlyCheckpoint(&out, kc, s.checkpointOnly(basisLegacyDecides, lg), r) {
+			if s.applyOnlyCheckpoint(&out, kc, s.onlyCheckpointOf(basisLegacyDecides, ck, lg, kc), r) {
 				out.changed = true
 			} else {
 				out.vals[kc] = vc
@@ -237,7 +237,7 @@ func (s *Store[K, V]) legacyDecides(ck *ckptView[K, V], lg *legacyView[K, V], r 
 			continue
 		}
 		matched++
-		k, v, ours, diverged := s.pick(kc, vc, kl, lg.entries[kl], ck.behind)
+		k, v, ours, diverged := s.pick(kc, vc, kl, lg.entries[kl], ck.behind || ck.isMarked(s.id(kc)))
 		if diverged {
 			r.Diverged = append(r.Diverged, k)
 		}
@@ -313,6 +313,17 @@ const (
 	dropIt                            // not served, reported in Dropped
 	pruneIt                           // not served, reported in Pruned
 )
+
+// onlyCheckpointOf decides the entry kc only the checkpoint ck holds: an
+// entry phase 0 marked is legacy's to decide, and legacy lacks it (phase
+// 0 deleted it, or wrote it to a registry that died), so it is dropped and
+// reported; any other as checkpointOnly says.
+func (s *Store[K, V]) onlyCheckpointOf(b basis, ck *ckptView[K, V], lg *legacyView[K, V], kc K) onlyCheckpoint {
+	if ck.isMarked(s.id(kc)) && lg.complete {
+		return dropIt
+	}
+	return s.checkpointOnly(b, lg)
+}
 
 // checkpointOnly decides an entry only the checkpoint holds (rule 21).
 // Its evidence is what legacy's kind lets its silence say: nothing, for a

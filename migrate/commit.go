@@ -227,6 +227,9 @@ func (s *Store[K, V]) stage(ctx context.Context, ov *overlay[K, V], r *request[K
 			return nil
 		}
 	}
+	if r.err = s.markWrites(ctx, plans); r.err != nil {
+		return nil
+	}
 	if s.writesLegacy() && !s.batchesLegacy() {
 		if r.err = s.writeLegacy(ctx, plans); r.err != nil {
 			if wp := (*writerPanic)(nil); errors.As(r.err, &wp) {

@@ -331,13 +331,17 @@ func TestPhase0MarkSaysPhase0(t *testing.T) {
 		n.mustStart(migrate.PhaseMigrate)
 		n.put("a", 1)
 		r := n.mustStart(migrate.PhaseLegacy)
-		assert.Contains(t, r.Behind, "phase 0")
-		_, err := n.start(migrate.PhaseContract)
-		require.ErrorIs(t, err, migrate.ErrStale)
-		assert.Contains(t, err.Error(), "phase 0")
+		assert.Empty(t, r.Behind, "a phase-0 run that has written nothing leaves nothing to distrust")
+		n.put("b", 2) // marks b, before legacy has it
 		snap, err := checkpointtest.Reopen(t, n.cp).Load(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, "legacy", snap.Meta.Phase)
+		assert.Contains(t, snap.Meta.Behind, "phase 0")
+		assert.Contains(t, snap.Meta.Behind, `"b"`, "the mark names what phase 0 wrote")
+		assert.NotContains(t, snap.Meta.Behind, `"a"`, "and only that")
+		_, err = n.start(migrate.PhaseContract)
+		require.ErrorIs(t, err, migrate.ErrStale)
+		assert.Contains(t, err.Error(), "phase 0")
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -112,6 +113,11 @@ func (n *registryNode) mustStart(p migrate.Phase) migrate.Report[string] {
 func (n *registryNode) put(k string, v int) {
 	n.t.Helper()
 	require.NoError(n.t, n.s.Put(context.Background(), k, v))
+}
+
+func (n *registryNode) del(k string) {
+	n.t.Helper()
+	require.NoError(n.t, n.s.Delete(context.Background(), k))
 }
 
 func (n *registryNode) serves(want map[string]int) {
@@ -286,14 +292,26 @@ func TestPromiseVolatileLegacy(t *testing.T) {
 				assert.Equal(t, map[string]int{"vm-1": 1, "vm-2": 2}, n.reg.Snapshot())
 			}
 		}
-		// A rollback to phase 0 of this binary marks the checkpoint; its state
-		// dies with it, and the next phase does not bring back what it deleted.
+		// A rollback to phase 0 of this binary (issue 41, path 6). A run
+		// that writes nothing leaves nothing to distrust: the next phase
+		// serves every VM.
 		n.newPhase0 = true
 		restart(migrate.PhaseLegacy)
-		n.put("vm-3", 3)
 		r := restart(migrate.PhaseMigrate)
-		n.serves(map[string]int{})
+		n.serves(map[string]int{"vm-1": 1, "vm-2": 2})
+		assert.Empty(t, r.Stale)
+		// A run that writes marks what it writes: the next phase serves
+		// every VM it did not write, never brings back what it deleted, and
+		// reports what it wrote to the registry that died with it.
+		restart(migrate.PhaseLegacy)
+		n.put("vm-3", 3)
+		n.del("vm-1")
+		r = restart(migrate.PhaseMigrate)
+		n.serves(map[string]int{"vm-2": 2})
 		assert.NotEmpty(t, r.Stale)
+		text := fmt.Sprint(r.Errors)
+		assert.Contains(t, text, `"vm-3"`, "vm-3, written to the registry that died, is reported")
+		assert.Contains(t, text, `"vm-1"`, "and so is vm-1, whose last write is not known")
 	})
 }
 

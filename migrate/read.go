@@ -24,6 +24,7 @@ type ckptView[K comparable, V any] struct {
 	partial bool            // some entries could not be read; entries lacks them
 	aside   error           // why the file must be quarantined before anything is saved; nil if it need not be
 	behind  bool            // it carries the mark of a run that did not keep it level with legacy
+	marked  map[K]bool      // the identities a phase-0 run wrote (a keyed mark), which legacy decides; nil when none
 	bootOld bool            // written in an earlier boot: discarded
 }
 
@@ -215,6 +216,15 @@ func (s *Store[K, V]) judgeCheckpoint(c *ckptView[K, V], r *Report[K]) {
 	// The mark of a run that did not keep the checkpoint level with legacy
 	// (a phase-0 run, or one that could not read legacy in full): legacy
 	// may hold what the checkpoint lacks.
+	if km, ok := parseKeyed(m.Behind); ok {
+		if ids, err := markedIDs[K](km); err == nil {
+			c.marked = ids
+			if s.cfg.Phase != PhaseLegacy {
+				r.Stale = markedWhy(c)
+			}
+			return
+		}
+	}
 	if mark := behindMark(m); mark != "" {
 		c.behind = true
 		if s.cfg.Phase != PhaseLegacy {
@@ -237,7 +247,7 @@ func markIncomplete(p Phase) string {
 // 26), not a repair's (phaseshift restore-prev, restore-kept,
 // repair-journal).
 func storesOwnMark(mark string) bool {
-	return mark == markPhase0 || strings.HasSuffix(mark, " could not read legacy in full")
+	return strings.HasPrefix(mark, markPhase0) || strings.HasSuffix(mark, " could not read legacy in full")
 }
 
 // behindMark returns the mark of the checkpoint whose header is m, or "".
@@ -246,6 +256,9 @@ func storesOwnMark(mark string) bool {
 func behindMark(m checkpoint.Meta) string {
 	if m.Behind == "" && m.Phase == PhaseLegacy.String() {
 		return markPhase0
+	}
+	if km, ok := parseKeyed(m.Behind); ok {
+		return km.Text
 	}
 	return m.Behind
 }

@@ -65,6 +65,7 @@ func (s *Store[K, V]) restore(ctx context.Context, r *Report[K]) (state[K, V], e
 	in.lg.dupes = s.dedupe(in.lg.entries, in.ck.entries, "legacy", r)
 	held := s.heldIDs(&in) // before build, which may adopt the checkpoint's map
 	out := s.build(b, &in, r)
+	s.reportMarked(&in.ck, &out, r)
 	if err := s.resolveUnique(&in, held, &out, r); err != nil {
 		return state[K, V]{}, err
 	}

@@ -220,6 +220,7 @@ func TestSeedMoreRollouts(t *testing.T) {
 		require.NoError(t, err)
 		_, err = s.Restore(context.Background())
 		require.NoError(t, err)
+		require.NoError(t, s.Delete(context.Background(), real("A"))) // marks A
 		require.NoError(t, s.Close())
 		n.s.Close()
 		n.s = nil

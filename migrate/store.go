@@ -115,6 +115,9 @@ type Store[K comparable, V any] struct {
 	// writes legacy back in line for them first.
 	strays map[K][]K
 	batch  batchScratch[K, V]
+	// marked is, in phase 0, the identities this run's keyed mark names
+	// (marks.go), or nil where phase 0 marks the whole checkpoint.
+	marked map[K]bool
 
 	qmu   sync.Mutex       // guards queue and closing
 	queue []*request[K, V] // writes waiting for a leader, oldest first

@@ -133,6 +133,9 @@ var (
 	_ source.Writer[string, string] = (*fileLegacy)(nil)
 )
 
+// LegacyKind: a file.
+func (l *fileLegacy) LegacyKind() source.Kind { return source.Durable }
+
 func (l *fileLegacy) List(ctx context.Context) (map[string]string, error) {
 	s, err := l.f.Load(ctx)
 	if errors.Is(err, checkpoint.ErrNotExist) {

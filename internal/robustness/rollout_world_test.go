@@ -145,6 +145,10 @@ var (
 
 func (l *writableLegacy) List(ctx context.Context) (map[podKey]podAddr, error) { return l.m.List(ctx) }
 
+// LegacyKind: a file, unless the world's Config says the registry is
+// volatile (which wins).
+func (l *writableLegacy) LegacyKind() source.Kind { return source.Durable }
+
 func (l *writableLegacy) Put(ctx context.Context, k podKey, v podAddr) error {
 	return l.p.legacyWrite(fmt.Sprintf("legacy.Put(%v, %v)", k, v), func() error { return l.m.Put(ctx, k, v) })
 }

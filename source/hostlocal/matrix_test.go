@@ -122,6 +122,9 @@ type tee struct {
 
 func (l *tee) List(ctx context.Context) (map[hkey]hvalue, error) { return l.files.List(ctx) }
 
+// LegacyKind: host-local's files.
+func (l *tee) LegacyKind() source.Kind { return source.Durable }
+
 func (l *tee) Put(ctx context.Context, k hkey, v hvalue) error {
 	if err := l.fake.Put(ctx, k, v); err != nil {
 		return err
