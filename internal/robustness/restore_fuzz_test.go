@@ -481,8 +481,8 @@ type writingLister struct{ lister }
 func (l writingLister) Put(ctx context.Context, k string, v int) error { return l.fake.Put(ctx, k, v) }
 
 // LegacyKind: durable, unless the fuzzed Config says volatile (which wins).
-func (l writingLister) LegacyKind() source.Kind { return source.Durable }
-func (l writingLister) Delete(ctx context.Context, k string) error     { return l.fake.Delete(ctx, k) }
+func (l writingLister) LegacyKind() source.Kind                    { return source.Durable }
+func (l writingLister) Delete(ctx context.Context, k string) error { return l.fake.Delete(ctx, k) }
 
 var (
 	_ source.Reader[string, int] = lister{}
