@@ -23,16 +23,20 @@ const (
 	subnet  = "10.222.0.0/24"
 )
 
-// runner is who serves the network's IPAM: the real host-local, or
-// examples/hostlocal in a phase.
+// runner is who serves the network's IPAM: the real host-local,
+// examples/hostlocal in a phase, or examples/ipam through the relay
+// plugin (whose phase is the daemon's).
 type runner struct {
 	plugin string
 	phase  string // "legacy", "expand", "migrate" or "contract"; "" for host-local
 }
 
 func (r runner) String() string {
-	if r.plugin == hostLocal {
+	switch r.plugin {
+	case hostLocal:
 		return "host-local"
+	case relayPlugin:
+		return "examples/ipam, through the relay"
 	}
 	return "phase " + r.phase
 }
@@ -47,8 +51,11 @@ var generation int
 func (n *node) writeNetwork(r runner) error {
 	generation++
 	ipam := map[string]any{"type": r.plugin, "ranges": [][]map[string]string{{{"subnet": subnet}}}, "dataDir": n.dataDir}
-	if r.plugin == ourPlugin {
+	switch r.plugin {
+	case ourPlugin:
 		ipam["phase"] = r.phase
+	case relayPlugin:
+		ipam = map[string]any{"type": r.plugin, "socket": n.relaySocket()}
 	}
 	conf, err := json.MarshalIndent(map[string]any{
 		"cniVersion": "1.0.0",

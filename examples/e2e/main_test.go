@@ -28,10 +28,15 @@ var (
 )
 
 // TestMain checks what the suite needs and, after the tests, removes
-// everything the suite made. A SIGINT or SIGTERM (go test's -timeout
+// everything the suite made; copied into the CNI plugin directory as the
+// relay plugin, the test binary is that plugin instead. A SIGINT or SIGTERM (go test's -timeout
 // kills with neither) cleans up too; a SIGKILL leaves the leftovers to the
 // next run's sweep.
 func TestMain(m *testing.M) {
+	if isRelayPlugin() {
+		// Run by the bridge plugin as containerd's pods' IPAM, not as tests.
+		os.Exit(relayPluginMain())
+	}
 	flag.Parse()
 	skipWhy = prerequisites()
 	if skipWhy != "" {
