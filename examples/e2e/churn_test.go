@@ -89,22 +89,22 @@ func TestPodChurnAcrossARestart(t *testing.T) {
 // under containerd a DEL in flight never shows in source/cri's listing
 // (TestPodChurnAcrossARestart), so what CRI lists READY and the
 // checkpoint lacks can only be a pod whose acknowledged ADD a restore
-// dropped. Phase 1 takes CRI's word on which entries exist (migrate's rule
-// 13), so a phase-1 restart with an ADD in flight drops it; the sandbox
-// is READY once the ADD returns. Then TestPodChurnAcrossARestart's DEL
+// dropped. Phase 1 used to take CRI's word on which entries exist, so a
+// phase-1 restart with an ADD in flight dropped it; the sandbox is READY
+// once the ADD returns. Then TestPodChurnAcrossARestart's DEL
 // and ADD in flight, across the restart into phase 2. Checked against the
 // node after each restart, and the daemon's next ADD after the last, as
 // there.
 //
-// It fails on this branch at the phase-1 restart: that restore drops the
-// pod whose ADD is in flight ("dropped 1 ... stale checkpoint: it differs
-// from legacy ... a phase-0 run or a crash"), and its address is free
-// while the pod holds it (the daemon's next ADD gets it). Before
-// 2848ee2 it failed at phase 2 as well, as the issue says: "legacy lists
-// 1 entry the checkpoint never held", and the pod whose ADD was in flight
-// there was dropped too.
+// Before an observing legacy's silence stopped dropping what the
+// checkpoint holds (rule 21), it failed at the phase-1 restart: that
+// restore dropped the pod whose ADD was in flight ("dropped 1 ... stale
+// checkpoint: it differs from legacy ... a phase-0 run or a crash"), and
+// its address was free while the pod held it (the daemon's next ADD got
+// it). Before rule 7's second half went, it failed at phase 2 as well, as
+// the issue says: "legacy lists 1 entry the checkpoint never held", and
+// the pod whose ADD was in flight there was dropped too.
 func TestPodChurnAcrossTwoRestarts(t *testing.T) {
-	t.Skip("known failure, issue 41 path 1's phase-1 half: migrate's rule 13 (phase 1 takes CRI's word on which entries exist) drops an acknowledged ADD whose sandbox containerd does not list yet; remove this skip with its fix")
 	c := newChurn(t)
 	ctx, n := suiteCtx, c.n
 	c.restart("expand")
