@@ -64,3 +64,23 @@ var (
 // is served, so the part stays taken, and a later restore, once the
 // runtime's listing has settled, may decide.
 var ErrValueShared = errors.New("entries share a part of their values that no two may share (Config.Unique)")
+
+// ErrWriteLost is matched (errors.Is) by a Report.Errors entry that names
+// an entry whose last acknowledged write is known to be lost, so that
+// Restore does not serve it: a *LostError. Nothing else is lost silently.
+var ErrWriteLost = errors.New("an acknowledged write is lost")
+
+// LostError names an entry whose last acknowledged write is lost, and why:
+// phase 0 of this library wrote it to a legacy that does not survive a
+// restart (Config.VolatileLegacy), which died with it. The checkpoint's
+// older record of it is not served: the entry is reported, not guessed.
+type LostError[K comparable] struct {
+	Key K      // the entry's identity (Config.Match)
+	Why string // what lost it
+}
+
+// Error names the key and why its write is lost; never a value.
+func (e *LostError[K]) Error() string { return keyText(e.Key) + ": " + e.Why }
+
+// Is reports whether target is ErrWriteLost.
+func (e *LostError[K]) Is(target error) bool { return target == ErrWriteLost }

@@ -41,6 +41,18 @@ func parseKeyed(behind string) (keyedMark, bool) {
 	return km, true
 }
 
+// markText is what a report says of the mark behind: its text, or "" for
+// a keyed mark that names nothing (a phase-0 run that wrote nothing).
+func markText(behind string) string {
+	if km, ok := parseKeyed(behind); ok {
+		if len(km.Keys) == 0 {
+			return ""
+		}
+		return km.Text
+	}
+	return behind
+}
+
 // markedIDs decodes the identities a keyed phase-0 mark names. A key that
 // does not decode as K makes the mark one of the whole file: nothing is
 // guessed.
@@ -59,7 +71,7 @@ func markedIDs[K comparable](km keyedMark) (map[K]bool, error) {
 // encodeKeyed returns the keyed phase-0 mark naming ids, in a
 // deterministic order.
 func encodeKeyed[K comparable](ids map[K]bool) (string, error) {
-	km := keyedMark{Kind: markKindPhase0, Text: fmt.Sprintf("%s, and wrote %s", markPhase0, entries(len(ids)))}
+	km := keyedMark{Kind: markKindPhase0, Text: fmt.Sprintf("%s, and wrote %s", markPhase0, entries(len(ids))), Keys: []json.RawMessage{}}
 	for id := range ids {
 		raw, err := json.Marshal(id)
 		if err != nil {
@@ -138,7 +150,11 @@ func (s *Store[K, V]) startMarks(c *ckptView[K, V]) string {
 		return markPhase0 // a file from before keyed marks: the whole file
 	}
 	s.marked = map[K]bool{}
-	return ""
+	// A keyed mark that names nothing, not an empty Behind: a file whose
+	// Phase is "legacy" and whose Behind is empty is one phase 0 marked as a
+	// whole before keyed marks (behindMark).
+	none, _ := encodeKeyed(s.marked) // no key to encode: no error
+	return none
 }
 
 // isMarked reports whether phase 0 marked the entry of identity id: legacy
@@ -167,6 +183,6 @@ func (s *Store[K, V]) reportMarked(c *ckptView[K, V], out *built[K, V], r *Repor
 	}
 	slices.SortFunc(lost, func(a, b K) int { return strings.Compare(keyText(a), keyText(b)) })
 	for _, id := range lost {
-		r.Errors = append(r.Errors, fmt.Errorf("%s: phase 0 (legacy) wrote it to a legacy that does not survive a restart, and its last write died with it: not served (the checkpoint's record, if any, is older)", keyText(id)))
+		r.Errors = append(r.Errors, &LostError[K]{Key: id, Why: "phase 0 (legacy) wrote it to a legacy that does not survive a restart, and its last write died with it: not served (the checkpoint's record, if any, is older)"})
 	}
 }

@@ -219,7 +219,7 @@ func (s *Store[K, V]) judgeCheckpoint(c *ckptView[K, V], r *Report[K]) {
 	if km, ok := parseKeyed(m.Behind); ok {
 		if ids, err := markedIDs[K](km); err == nil {
 			c.marked = ids
-			if s.cfg.Phase != PhaseLegacy {
+			if s.cfg.Phase != PhaseLegacy && len(ids) > 0 {
 				r.Stale = markedWhy(c)
 			}
 			return

@@ -35,7 +35,7 @@ func (s *Store[K, V]) repair(ctx context.Context, b basis, in *sides[K, V], out 
 	}
 	s.meta.Behind = s.recordedMark(b, in)
 	if s.cfg.Checkpoint != nil {
-		r.Behind = s.meta.Behind
+		r.Behind = markText(s.meta.Behind)
 	}
 	if !s.needSave(b, in, out) {
 		return nil
@@ -94,10 +94,11 @@ func (s *Store[K, V]) needSave(b basis, in *sides[K, V], out *built[K, V]) bool 
 	// A file moved aside is replaced by what is served.
 	case in.ck.aside != nil:
 		return true
-	// Phase 0 leaves its mark once per boot (a mark from an earlier boot
-	// is discarded with the file).
+	// Phase 0 marks the keys it writes as it writes them (marks.go), and
+	// saves only to heal; a whole-file mark it leaves once per boot (a
+	// mark from an earlier boot is discarded with the file).
 	case s.cfg.Phase == PhaseLegacy:
-		return b == basisHeal || found != s.meta.Behind
+		return b == basisHeal || (s.marked == nil && found != s.meta.Behind)
 	// Legacy was healed: record that a phase that writes it ran.
 	case b == basisHeal:
 		return true
