@@ -348,6 +348,13 @@ func exploreVerbs(t *testing.T, kind legacyKind, bin string, depth int, long boo
 	var failures []nodeFinding
 	played, leaks, refusals, accepted, verbs := 0, 0, 0, 0, 0
 	for _, sc := range verbScenarios {
+		if w, _ := playVerbs(kind, base, bin, sc, nil); w.unplayable {
+			// A volatile registry's Restore refuses the newer schema
+			// rather than serve nothing: there is no rollback to play.
+			t.Logf("%s: scenario %q does not apply:\n%s", kind, sc.name, strings.Join(w.trace, "\n"))
+			failures = append(failures, w.findings...)
+			continue
+		}
 		level := [][]nodeEvent{nil}
 		for length := 1; length <= depth; length++ {
 			var next [][]nodeEvent
@@ -355,12 +362,6 @@ func exploreVerbs(t *testing.T, kind legacyKind, bin string, depth int, long boo
 				for _, e := range alphabet {
 					seq := append(slices.Clone(prefix), e)
 					w, ok := playVerbs(kind, base, bin, sc, seq)
-					if w.unplayable {
-						t.Logf("%s: scenario %q does not apply:\n%s", kind, sc.name, strings.Join(w.trace, "\n"))
-						failures = append(failures, w.findings...)
-						length, level = depth, nil
-						break
-					}
 					if !ok {
 						continue
 					}
