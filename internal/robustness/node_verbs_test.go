@@ -34,6 +34,7 @@ import (
 // nodeVerb is one operator verb, with the flags an operator gives it.
 type nodeVerb struct {
 	args   []string // the verb and its flags; PATH (and COPY) follow
+	prev   bool     // needs PATH.prev (restore-prev)
 	copy   bool     // takes the newest kept copy as COPY (restore-kept)
 	marked bool     // needs a file marked behind (clear-mark)
 	rotten bool     // needs a damaged journal (repair-journal)
@@ -45,7 +46,7 @@ type nodeVerb struct {
 // those its --help gives for the case (restore-prev and restore-kept over
 // an intact file that holds entries the copy lacks need both).
 var nodeVerbs = []nodeVerb{
-	{args: []string{"restore-prev", "--replace-intact", "--accept-loss"}, loses: true},
+	{args: []string{"restore-prev", "--replace-intact", "--accept-loss"}, prev: true, loses: true},
 	{args: []string{"restore-kept", "--replace-intact", "--accept-loss"}, copy: true, loses: true},
 	{args: []string{"repair-journal", "--drop-damaged-records"}, rotten: true, loses: true},
 	{args: []string{"clear-mark", "--legacy-current"}, marked: true, legacy: true},
@@ -131,6 +132,8 @@ func (w *nodeWorld) verbCanRun(v nodeVerb) bool {
 		return false
 	case v.copy && len(w.keptCopies()) == 0:
 		return false
+	case v.prev && !exists(w.path+".prev"):
+		return false
 	case v.rotten && !w.rotten:
 		return false
 	case v.marked && !w.marked():
@@ -138,8 +141,12 @@ func (w *nodeWorld) verbCanRun(v nodeVerb) bool {
 	case v.legacy && !w.legacyCurrent():
 		return false
 	}
-	_, err := os.Stat(w.path)
-	return err == nil || v.copy || v.args[0] == "restore-prev"
+	return exists(w.path) || v.copy || v.prev
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // legacyImageMap is what legacy holds for a daemon that starts now: the
@@ -202,13 +209,16 @@ func (w *nodeWorld) verb(v nodeVerb) {
 	if err != nil && !errors.As(err, &ee) {
 		panic(fmt.Sprintf("node world: running phaseshift: %v", err))
 	}
+	name := strings.Join(v.args, " ")
 	if err != nil {
+		w.verbExits = append(w.verbExits, fmt.Sprintf("%s: exit %d", name, ee.ExitCode()))
 		w.logf("      exit %d: %s", ee.ExitCode(), firstLine(stderr.String()))
 		if after := w.fileSides(); after != before {
 			w.found(migratetest.NodeViolation{Invariant: "refused verb changed a file", Detail: "the verb exited non-zero but a file changed:\n        before: " + before + "\n        after:  " + after})
 		}
 		return
 	}
+	w.verbExits = append(w.verbExits, name+": exit 0")
 	w.logf("      done: %s", firstLine(stdout.String()))
 	if v.args[0] != "clear-mark" {
 		w.rotten = false // the journal went with the file the verb replaced
@@ -346,7 +356,8 @@ func exploreVerbs(t *testing.T, kind legacyKind, bin string, depth int, long boo
 	alphabet := verbAlphabet(kind, long)
 	base := verbsBase(t)
 	var failures []nodeFinding
-	played, leaks, refusals, accepted, verbs := 0, 0, 0, 0, 0
+	played, leaks, refusals, accepted := 0, 0, 0, 0
+	exits := map[string]int{} // verb and exit status -> runs
 	for _, sc := range verbScenarios {
 		if w, _ := playVerbs(kind, base, bin, sc, nil); w.unplayable {
 			// A volatile registry's Restore refuses the newer schema
@@ -369,10 +380,8 @@ func exploreVerbs(t *testing.T, kind legacyKind, bin string, depth int, long boo
 					leaks += w.leaks
 					refusals += w.refusals
 					accepted += w.accepted
-					for _, e := range seq {
-						if e.op == opVerb {
-							verbs++
-						}
+					for _, x := range w.verbExits {
+						exits[x]++
 					}
 					if len(w.findings) == 0 {
 						next = append(next, seq)
@@ -395,8 +404,11 @@ func exploreVerbs(t *testing.T, kind legacyKind, bin string, depth int, long boo
 		}
 		return !mine
 	})
-	t.Logf("%s: %d sequences of up to %d events after %d scenarios in %v; %d verbs run; %d restores refused; %d reported leaks; %d accepted losses; %d violations; %d minimal after a verb or bit rot, %d after neither (TestNodeWorldExhaustive's)",
-		kind, played, depth, len(verbScenarios), time.Since(began).Round(time.Millisecond), verbs, refusals, leaks, accepted, len(failures), len(minimal), theirs)
+	t.Logf("%s: %d sequences of up to %d events after %d scenarios in %v; %d restores refused; %d reported leaks; %d accepted losses; %d violations; %d minimal after a verb or bit rot, %d after neither (TestNodeWorldExhaustive's)",
+		kind, played, depth, len(verbScenarios), time.Since(began).Round(time.Millisecond), refusals, leaks, accepted, len(failures), len(minimal), theirs)
+	for _, x := range slices.Sorted(maps.Keys(exits)) {
+		t.Logf("%s: phaseshift %s: %d runs", kind, x, exits[x])
+	}
 	for _, f := range minimal {
 		t.Errorf("%s: %s\n    after: %s\n%s", kind, f.v, nodeSeqString(f.events), strings.Join(f.trace, "\n"))
 	}

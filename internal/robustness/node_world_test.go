@@ -153,6 +153,7 @@ type nodeWorld struct {
 	excused    map[string]bool // live holders whose loss an operator's verb accepted (--accept-loss, --drop-damaged-records), until written again
 	accepted   int             // violations on excused holders, counted, not failed
 	unplayable bool            // a scenario's event could not happen (node_verbs_test.go)
+	verbExits  []string        // each verb run: its name and exit status (node_verbs_test.go)
 
 	// The runtime (kindObserving): its sandboxes (ADD acknowledged, DEL
 	// not), and what its listing shows, which lags them until a catch-up.
