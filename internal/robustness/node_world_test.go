@@ -9,7 +9,9 @@ package robustness_test
 // registry that dies with the daemon, a legacy written in place and torn by
 // a kill, partial listings, kill -9 at every durable write, reboots and a
 // binary rollback across a schema bump. node_rapid_test.go and
-// node_exhaustive_test.go explore it.
+// node_exhaustive_test.go explore it over a checkpoint.Memory;
+// node_verbs_test.go over a real file, with the operator's verbs of the
+// built cmd/phaseshift and bit rot in the journal as events too.
 
 import (
 	"context"
