@@ -9,7 +9,9 @@ package robustness_test
 // registry that dies with the daemon, a legacy written in place and torn by
 // a kill, partial listings, kill -9 at every durable write, reboots and a
 // binary rollback across a schema bump. node_rapid_test.go and
-// node_exhaustive_test.go explore it.
+// node_exhaustive_test.go explore it over a checkpoint.Memory;
+// node_verbs_test.go over a real file, with the operator's verbs of the
+// built cmd/phaseshift and bit rot in the journal as events too.
 
 import (
 	"context"
@@ -78,6 +80,8 @@ const (
 	opHide                   // the next listing cannot read one entry
 	opKill                   // kill -9 the next Store operation at its n-th durable write
 	opReboot                 // the node reboots
+	opVerb                   // the operator stops the daemon and runs verb n of cmd/phaseshift (node_verbs_test.go)
+	opRot                    // bit rot flips a byte in a journal record that is not the last (node_verbs_test.go)
 )
 
 // nodeEvent is one event; which fields count depends on op.
@@ -112,17 +116,21 @@ func (e nodeEvent) String() string {
 		return fmt.Sprintf("kill -9 the next Store operation before its durable write #%d", e.n+1)
 	case opReboot:
 		return "reboot"
+	case opVerb:
+		return "the operator runs phaseshift " + strings.Join(nodeVerbs[e.n].args, " ")
+	case opRot:
+		return "bit rot in the journal's record before its last"
 	}
 	return "?"
 }
 
 // daemon is the process running on the node.
 type daemon struct {
-	old   bool                               // the old binary, not this library
-	state map[string]string                  // the old binary's memory
-	store *migrate.Store[string, string]     // this library
-	mem   *checkpoint.Memory[string, string] // its handle on the file
-	dead  bool                               // killed: nothing it does reaches a disk
+	old   bool                           // the old binary, not this library
+	state map[string]string              // the old binary's memory
+	store *migrate.Store[string, string] // this library
+	disk  nodeDisk                       // its handle on the file
+	dead  bool                           // killed: nothing it does reaches a disk
 }
 
 // nodeFinding is a violation with the events that led to it.
@@ -140,6 +148,14 @@ type nodeWorld struct {
 
 	disk *checkpoint.Memory[string, string] // the checkpoint file (survives everything)
 	boot int
+	// A world over a real file (node_verbs_test.go) keeps its checkpoint
+	// at path instead of disk, and runs the operator's verbs with bin.
+	path, bin  string
+	rotten     bool            // bit rot damaged the journal, and no repair or restore has settled it since
+	excused    map[string]bool // live holders whose loss an operator's verb accepted (--accept-loss, --drop-damaged-records), until written again
+	accepted   int             // violations on excused holders, counted, not failed
+	unplayable bool            // a scenario's event could not happen (node_verbs_test.go)
+	verbExits  []string        // each verb run: its name and exit status (node_verbs_test.go)
 
 	// The runtime (kindObserving): its sandboxes (ADD acknowledged, DEL
 	// not), and what its listing shows, which lags them until a catch-up.
@@ -166,9 +182,16 @@ type nodeWorld struct {
 	refusedOn string // a refusal's error, for the trace
 }
 
-func newNodeWorld(kind legacyKind) *nodeWorld {
+func newNodeWorld(kind legacyKind) *nodeWorld { return newNodeWorldAt(kind, "", "") }
+
+// newNodeWorldAt is newNodeWorld over a real checkpoint file at path (""
+// for a checkpoint.Memory), whose operator runs the command bin.
+func newNodeWorldAt(kind legacyKind, path, bin string) *nodeWorld {
 	w := &nodeWorld{
 		kind:      kind,
+		path:      path,
+		bin:       bin,
+		excused:   map[string]bool{},
 		node:      migratetest.NewNode[string, string](nil, addrParts),
 		ctx:       context.Background(),
 		disk:      checkpoint.NewMemory[string, string](),
@@ -273,6 +296,10 @@ func (w *nodeWorld) apply(e nodeEvent) bool {
 		w.kill, w.writes = e.n, 0
 	case opReboot:
 		w.reboot()
+	case opVerb:
+		w.verb(nodeVerbs[e.n])
+	case opRot:
+		w.rot()
 	}
 	return true
 }
@@ -306,6 +333,10 @@ func (w *nodeWorld) valid(e nodeEvent) bool {
 		return w.kill < 0 && (w.run == nil || !w.run.old)
 	case opReboot:
 		return true
+	case opVerb:
+		return w.verbCanRun(nodeVerbs[e.n])
+	case opRot:
+		return w.path != "" && w.journalRecords() >= 2
 	}
 	return false
 }
@@ -335,10 +366,21 @@ func (w *nodeWorld) legacyHas(k string) bool {
 	}
 }
 
-// stop ends the running process: a clean shutdown if it is alive.
+// stop ends the running process: a clean shutdown if it is alive. A
+// killed one's lock on a real file goes with it.
 func (w *nodeWorld) stop() {
 	if w.run != nil && !w.run.dead && w.run.store != nil {
 		_ = w.run.store.Close()
+	}
+	w.release()
+}
+
+// release ends the running process without a word to its Store (a kill,
+// a reboot): its handle on the checkpoint closes, which writes nothing
+// and lets go of a real file's lock.
+func (w *nodeWorld) release() {
+	if w.run != nil && w.run.disk != nil {
+		_ = w.run.disk.Close()
 	}
 	w.run = nil
 }
@@ -351,13 +393,13 @@ func (w *nodeWorld) start(p migrate.Phase, older bool) {
 	if w.kind.registry() {
 		w.registry = &source.Map[string, string]{} // it lived in the daemon's memory
 	}
-	mem, err := w.disk.Reopen(w.options(older)...)
+	disk, err := w.openDisk(older)
 	if err != nil {
 		panic(fmt.Sprintf("node world: reopening the checkpoint: %v", err))
 	}
-	d := &daemon{mem: mem}
+	d := &daemon{disk: disk}
 	w.run = d
-	cfg := migrate.Config[string, string]{Phase: p, Checkpoint: &nodeCheckpoint{w: w, m: mem}, Unique: addrParts}
+	cfg := migrate.Config[string, string]{Phase: p, Checkpoint: &nodeCheckpoint{w: w, m: disk}, Unique: addrParts}
 	w.legacyConfig(&cfg)
 	store, err := migrate.New(cfg)
 	if err != nil {
@@ -377,10 +419,11 @@ func (w *nodeWorld) start(p migrate.Phase, older bool) {
 		if after := w.sides(); after != before {
 			w.found(migratetest.NodeViolation{Invariant: "refusal changed a side", Detail: "Restore refused but a side changed:\n        before: " + before + "\n        after:  " + after})
 		}
-		w.run = nil
+		w.release()
 		w.afterOp()
 		return
 	}
+	w.rotten = false // the journal was read whole, or its file quarantined with it
 	w.rep = rep
 	w.logf("      restored: %s", rep.String())
 	w.check()
@@ -458,6 +501,7 @@ func (w *nodeWorld) add(i, n int) {
 		}
 		w.run.state[k] = v
 		delete(w.open, k)
+		delete(w.excused, k)
 		w.node.Acknowledge(k, v)
 		w.logf("      acknowledged %s=%s (old binary)", k, v)
 		return
@@ -477,6 +521,7 @@ func (w *nodeWorld) del(i int) {
 		delete(w.listed, k)
 		delete(w.run.state, k)
 		delete(w.open, k)
+		delete(w.excused, k)
 		w.node.AcknowledgeDelete(k)
 		w.logf("      acknowledged DEL %s (old binary)", k)
 		return
@@ -491,6 +536,7 @@ func (w *nodeWorld) settle(k, v string, deleted bool, err error) {
 	case w.run.dead || errors.Is(err, migrate.ErrOutcomeUnknown):
 		w.node.Unsettled(k, v, deleted)
 		w.open[k] = true
+		delete(w.excused, k)
 		w.logf("      unacknowledged (%v)", err)
 		if w.run.dead {
 			return
@@ -499,12 +545,14 @@ func (w *nodeWorld) settle(k, v string, deleted bool, err error) {
 		w.logf("      failed: %v", err)
 	case deleted:
 		delete(w.open, k)
+		delete(w.excused, k)
 		w.node.AcknowledgeDelete(k)
 		delete(w.sandboxes, k) // the runtime removes the sandbox later
 		w.logf("      acknowledged DEL %s", k)
 		w.check()
 	default:
 		delete(w.open, k)
+		delete(w.excused, k)
 		w.node.Acknowledge(k, v)
 		w.sandboxes[k] = v // the runtime lists it once its network is set up
 		w.logf("      acknowledged %s=%s", k, v)
@@ -515,8 +563,9 @@ func (w *nodeWorld) settle(k, v string, deleted bool, err error) {
 
 // reboot: every holder dies, and everything on tmpfs and in memory.
 func (w *nodeWorld) reboot() {
-	w.run = nil
+	w.release()
 	w.boot++
+	w.excused = map[string]bool{}
 	w.node.Gone()
 	w.sandboxes, w.listed = map[string]string{}, map[string]string{}
 	w.files = map[string][2]string{}
@@ -533,8 +582,28 @@ func (w *nodeWorld) check() {
 	vs, leaks := w.node.Check(served, w.rep, false)
 	w.leaks += leaks
 	for _, v := range vs {
+		if w.excusedBy(v) {
+			w.accepted++
+			w.logf("      accepted loss (the operator's verb said so): %s", v)
+			continue
+		}
 		w.found(v)
 	}
+}
+
+// excusedBy says whether v is a loss an operator's verb accepted: a live
+// holder missing, or its part free, where the holder's entry is one the
+// verb said it would lose and no later write has settled.
+func (w *nodeWorld) excusedBy(v migratetest.NodeViolation) bool {
+	if v.Invariant != migratetest.Missing && v.Invariant != migratetest.Free {
+		return false
+	}
+	for _, k := range v.Keys {
+		if !w.excused[k] {
+			return false
+		}
+	}
+	return len(v.Keys) > 0
 }
 
 func (w *nodeWorld) found(v migratetest.NodeViolation) {
@@ -545,6 +614,9 @@ func (w *nodeWorld) found(v migratetest.NodeViolation) {
 // sides shows the durable state of both sides, to tell whether a refusal
 // changed one.
 func (w *nodeWorld) sides() string {
+	if w.path != "" {
+		return w.fileSides()
+	}
 	return fmt.Sprintf("checkpoint %q journal %q quarantined %d legacy %s", w.disk.Bytes(), checkpointtest.Journal(w.disk), len(checkpointtest.Quarantined(w.disk)), w.legacyImage())
 }
 
@@ -693,8 +765,23 @@ func (w *nodeWorld) setFiles(k string, r [2]string) {
 // durable writes can be killed.
 type nodeCheckpoint struct {
 	w *nodeWorld
-	m *checkpoint.Memory[string, string]
+	m nodeDisk
 }
+
+// nodeDisk is what the daemon opens its checkpoint as: a
+// checkpoint.Memory, or a checkpoint.File over a real file.
+type nodeDisk interface {
+	migrate.Checkpoint[string, string]
+	Commit(ctx context.Context, meta checkpoint.Meta, chs []checkpoint.Change[string, string]) error
+	BootID() string
+	Journal() checkpoint.JournalStatus
+	Close() error
+}
+
+var (
+	_ nodeDisk = (*checkpoint.Memory[string, string])(nil)
+	_ nodeDisk = (*checkpoint.File[string, string])(nil)
+)
 
 var (
 	_ migrate.Checkpoint[string, string]   = (*nodeCheckpoint)(nil)
