@@ -136,8 +136,17 @@ func (s *Store[K, V]) markWrites(ctx context.Context, plans []plan[K, V]) error 
 // so is a mark of the whole file. It reports the mark every save of this
 // run leaves.
 func (s *Store[K, V]) startMarks(c *ckptView[K, V]) string {
-	if s.cfg.Phase != PhaseLegacy || s.commit == nil || !c.usable || c.aside != nil {
+	switch {
+	case s.cfg.Phase != PhaseLegacy || s.commit == nil:
 		return markPhase0 // the whole file, as before: nothing to commit a keyed mark to
+	case c.usable && c.aside != nil:
+		return markPhase0 // what it could read, saved in its place, lacks the rest
+	case !c.usable:
+		// Missing, from an earlier boot or unreadable: restore saves
+		// legacy's entries in its place, level with legacy.
+		s.marked = map[K]bool{}
+		none, _ := encodeKeyed(s.marked) // no key to encode: no error
+		return none
 	}
 	found := c.meta.Behind
 	switch {

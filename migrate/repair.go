@@ -98,7 +98,7 @@ func (s *Store[K, V]) needSave(b basis, in *sides[K, V], out *built[K, V]) bool 
 	// saves only to heal; a whole-file mark it leaves once per boot (a
 	// mark from an earlier boot is discarded with the file).
 	case s.cfg.Phase == PhaseLegacy:
-		return b == basisHeal || (s.marked == nil && found != s.meta.Behind)
+		return b == basisHeal || !in.ck.usable || (s.marked == nil && found != s.meta.Behind)
 	// Legacy was healed: record that a phase that writes it ran.
 	case b == basisHeal:
 		return true

@@ -39,6 +39,7 @@ type Node[K comparable, V any] struct {
 	holders   map[K]V   // holders that exist, with the value acknowledged to them
 	unsettled map[K][]V // keys whose last write's outcome is unknown: the values it may have left (absent is always possible)
 	records   map[K][]V // every value an acknowledged write or a legacy record produced, per key
+	lost      map[K]bool // holders a Report named lost (migrate.LostError), until their next write
 }
 
 // Invariant names one of the three things Check asserts, or the one it
@@ -89,6 +90,7 @@ func NewNode[K comparable, V any](equal func(a, b V) bool, unique func(V) []stri
 func (n *Node[K, V]) Acknowledge(key K, v V) {
 	n.holders[key] = v
 	delete(n.unsettled, key)
+	delete(n.lost, key)
 	n.record(key, v)
 }
 
@@ -97,6 +99,7 @@ func (n *Node[K, V]) Acknowledge(key K, v V) {
 func (n *Node[K, V]) AcknowledgeDelete(key K) {
 	delete(n.holders, key)
 	delete(n.unsettled, key)
+	delete(n.lost, key)
 }
 
 // Unsettled records a write to key whose outcome is not known: a put of v,
@@ -164,7 +167,13 @@ func (n *Node[K, V]) Check(served map[K]V, rep migrate.Report[K], refused bool) 
 	if refused {
 		return nil, 0
 	}
-	lost := lostIn(rep)
+	if n.lost == nil {
+		n.lost = map[K]bool{}
+	}
+	for k := range lostIn(rep) {
+		n.lost[k] = true // named once, lost until its next write
+	}
+	lost := n.lost
 	vs = n.checkMissing(served, lost)
 	vs = append(vs, n.checkServed(served, rep, &leaks)...)
 	if n.Unique != nil {
