@@ -75,11 +75,6 @@ type acked[K comparable, V any] struct {
 	// value there): what is left of an entry phase 0 may have marked
 	// without writing it, once a volatile legacy's state died.
 	beforePhase0 map[K]maybeVal[K, V]
-	// bareSave says a restore of this package's phase 0 saved the file
-	// with no mark (it healed legacy): the file's phase alone, which
-	// reads as the mark of the whole file that phase 0 left before keyed
-	// marks, until a write's keyed mark replaces it.
-	bareSave bool
 }
 
 func newAcked[K comparable, V any]() acked[K, V] {
@@ -97,18 +92,18 @@ func (a *acked[K, V]) forget() {
 // unmark clears the world's account of the checkpoint's marks: a restore
 // that read legacy in full settled them, or the file went.
 func (a *acked[K, V]) unmark() {
-	a.behind, a.bareSave = false, false
+	a.behind = false
 	clear(a.marked)
 	a.beforePhase0 = nil
 }
 
 // wholeMarked reports whether the world's account says the checkpoint f
 // is marked behind legacy as a whole: a mark phase 0 left over a file it
-// could not use, a partial listing's, or phase 0's bare save, which a
-// keyed mark may have replaced since (the file tells).
-func (a *acked[K, V]) wholeMarked(f fileState) bool {
-	bare := f.readable && f.meta.Behind == "" && f.meta.Phase == migrate.PhaseLegacy.String()
-	return a.behind || (a.bareSave && bare)
+// could not use, or a partial listing's. A phase-0 run that wrote nothing
+// leaves nothing to distrust, even where its restore saved the file (it
+// healed legacy): the world does not read the file's header for that.
+func (a *acked[K, V]) wholeMarked(fileState) bool {
+	return a.behind
 }
 
 // mark records that phase 0 may have marked the entries chs change,
@@ -240,7 +235,7 @@ func (r *run[K, V]) verify(s *migrate.Store[K, V], rep migrate.Report[K], p migr
 		r.orphans[r.a.match(k)] = true
 	}
 	problems = append(problems, r.checkUnique(served)...)
-	r.updateBehind(p, rep)
+	r.updateBehind(p)
 	slices.Sort(problems)
 	for _, pr := range problems {
 		r.logf("  %s", pr)
@@ -456,16 +451,12 @@ func orphaned[K comparable, V any](r *run[K, V], rep migrate.Report[K]) map[K]bo
 // succeeded: phase 0 of this package sets it; phases 1 and 2 clear it when
 // they read legacy in full (or legacy is volatile) and set it when they
 // could not.
-func (r *run[K, V]) updateBehind(p migrate.Phase, rep migrate.Report[K]) {
+func (r *run[K, V]) updateBehind(p migrate.Phase) {
 	switch {
 	case p == migrate.PhaseLegacy && r.cfg.NewBinaryInPhase0:
 		// Phase 0 marks what it writes, as it writes it (step); over a
 		// file it could not use, it marks the whole file at its start.
-		// A save with no mark (a restore that healed legacy) records
-		// phase 0 as the file's phase alone, which reads as the mark of
-		// the whole file that phase 0 left before keyed marks.
 		r.acks.behind = r.acks.behind || !r.phase0Usable
-		r.acks.bareSave = r.acks.bareSave || (r.phase0Usable && rep.CheckpointRewritten && rep.Behind == "")
 		r.acks.startPhase0()
 	case p == migrate.PhaseExpand || p == migrate.PhaseMigrate:
 		r.acks.unmark()
