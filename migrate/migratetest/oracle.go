@@ -60,12 +60,25 @@ type acked[K comparable, V any] struct {
 	// behind is the world's own account of whether the checkpoint may
 	// lack what only legacy holds: this package's phase 0 ran, or a phase
 	// 1 or 2 run could not read legacy in full, since a run that read it in
-	// full.
+	// full. It is a mark of the whole file: this package's phase 0 marks
+	// only the entries it writes (marked), unless it started over a file
+	// it could not use.
 	behind bool
+	// marked is the world's account of the entries this package's phase 0
+	// recorded in the checkpoint's keyed mark before writing them to
+	// legacy, by identity: true where a write the caller was told of
+	// proves it, false where a write failed or was cut short, which may
+	// or may not have got its mark in first.
+	marked map[K]bool
+	// beforePhase0 is what an entry may be in the checkpoint, by
+	// identity, as this package's phase 0 last started (it writes no
+	// value there): what is left of an entry phase 0 may have marked
+	// without writing it, once a volatile legacy's state died.
+	beforePhase0 map[K]maybeVal[K, V]
 }
 
 func newAcked[K comparable, V any]() acked[K, V] {
-	return acked[K, V]{truth: map[K]entry[K, V]{}, orphans: map[K]entry[K, V]{}, uncertain: map[K]maybeVal[K, V]{}, hidden: map[K]entry[K, V]{}}
+	return acked[K, V]{truth: map[K]entry[K, V]{}, orphans: map[K]entry[K, V]{}, uncertain: map[K]maybeVal[K, V]{}, hidden: map[K]entry[K, V]{}, marked: map[K]bool{}}
 }
 
 // forget is a reboot, or the death of state that lived only in memory.
@@ -76,13 +89,97 @@ func (a *acked[K, V]) forget() {
 	clear(a.hidden)
 }
 
+// unmark clears the world's account of the checkpoint's marks: a restore
+// that read legacy in full settled them, or the file went.
+func (a *acked[K, V]) unmark() {
+	a.behind = false
+	clear(a.marked)
+	a.beforePhase0 = nil
+}
+
+// wholeMarked reports whether the world's account says the checkpoint f
+// is marked behind legacy as a whole: a mark phase 0 left over a file it
+// could not use, or a partial listing's. A phase-0 run that wrote nothing
+// leaves nothing to distrust, even where its restore saved the file (it
+// healed legacy): the world does not read the file's header for that.
+func (a *acked[K, V]) wholeMarked(fileState) bool {
+	return a.behind
+}
+
+// mark records that phase 0 may have marked the entries chs change,
+// before the write acknowledged (ok) or not: an acknowledged write that
+// changed an entry surely reached legacy, so its mark went in first; one
+// that failed, was cut short, or changed nothing (a Delete of an entry
+// the Store does not hold writes nothing) may not have.
+func (a *acked[K, V]) mark(chs []change[K, V], ok bool) {
+	for _, c := range chs {
+		old, had := a.truth[c.id]
+		changes := (c.del && had) || (!c.del && (!had || !same(old, c.e)))
+		a.marked[c.id] = a.marked[c.id] || (ok && changes)
+	}
+}
+
+// startPhase0 records, as this package's phase 0 starts, what the
+// checkpoint may hold of each entry: what was acknowledged, as far as it
+// is known.
+func (a *acked[K, V]) startPhase0() {
+	a.beforePhase0 = map[K]maybeVal[K, V]{}
+	for id, e := range a.truth {
+		a.beforePhase0[id] = maybeVal[K, V]{states: []maybeState[K, V]{{e: e, present: true}}}
+	}
+	for id, e := range a.orphans {
+		a.beforePhase0[id] = maybeVal[K, V]{states: []maybeState[K, V]{{e: e, present: true, optional: true}}}
+	}
+	for id, e := range a.hidden {
+		a.beforePhase0[id] = maybeVal[K, V]{states: []maybeState[K, V]{{e: e, present: true, optional: true}}}
+	}
+	for id, m := range a.uncertain {
+		a.beforePhase0[id] = maybeVal[K, V]{states: slices.Clone(m.states)}
+	}
+}
+
+// keyedMarked reports whether the world's account says phase 0's keyed
+// mark is in the checkpoint: a write it acknowledged proves it; one that
+// failed or was cut short may have left it, which the file f then tells.
+func (a *acked[K, V]) keyedMarked(f fileState) bool {
+	if len(a.marked) == 0 {
+		return false
+	}
+	for _, sure := range a.marked {
+		if sure {
+			return true
+		}
+	}
+	return f.readable && strings.HasPrefix(f.meta.Behind, `{"kind":"phase0"`)
+}
+
+// phase0Died is the death of what this package's phase 0 wrote to a
+// volatile legacy, which its checkpoint does not hold: the entries its
+// mark names are gone (the next restore drops them: legacy, which decides
+// them, lacks them); one it may have marked is gone or as the checkpoint
+// holds it, from before phase 0. The rest is the checkpoint's, and stays.
+func (a *acked[K, V]) phase0Died() {
+	for id, sure := range a.marked {
+		delete(a.truth, id)
+		delete(a.orphans, id)
+		delete(a.hidden, id)
+		delete(a.uncertain, id)
+		if sure {
+			continue
+		}
+		a.uncertain[id] = maybeVal[K, V]{states: append([]maybeState[K, V]{{}}, a.beforePhase0[id].states...)}
+	}
+	// The mark stays in the file, naming the same entries, until a
+	// restore that reads legacy in full settles it.
+}
+
 // checkpointLost is a checkpoint moved aside (by Restore, reported, or by
 // the operator): what it alone held is gone, loudly. What legacy holds
 // remains: it must be served where the phase about to run serves legacy,
 // and may come back later where it does not.
 func (a *acked[K, V]) checkpointLost(r *run[K, V], p migrate.Phase) {
 	a.forget()
-	a.behind = false // the mark went with the file
+	a.unmark() // the mark went with the file
 	into := a.truth
 	if p == migrate.PhaseContract || (r.a.volatile && p != migrate.PhaseLegacy) {
 		into = a.orphans
@@ -357,8 +454,12 @@ func orphaned[K comparable, V any](r *run[K, V], rep migrate.Report[K]) map[K]bo
 func (r *run[K, V]) updateBehind(p migrate.Phase) {
 	switch {
 	case p == migrate.PhaseLegacy && r.cfg.NewBinaryInPhase0:
-		r.acks.behind = true
+		// Phase 0 marks what it writes, as it writes it (step); over a
+		// file it could not use, it marks the whole file at its start.
+		r.acks.behind = r.acks.behind || !r.phase0Usable
+		r.acks.startPhase0()
 	case p == migrate.PhaseExpand || p == migrate.PhaseMigrate:
+		r.acks.unmark()
 		r.acks.behind = len(r.w.hiddenIDs) > 0 && !r.a.volatile
 	}
 }

@@ -48,7 +48,10 @@ type run[K comparable, V any] struct {
 	// orphans is what the last restore reported as orphans, by identity:
 	// a part served to one of them that is gone is a leak it reported.
 	orphans map[K]bool
-	noFree  int // writes whose value could not be drawn free (Config.Unique)
+	// phase0Usable says the last start could use the checkpoint: this
+	// package's phase 0 then marks only what it writes.
+	phase0Usable bool
+	noFree       int // writes whose value could not be drawn free (Config.Unique)
 
 	trace                              []string
 	restores, writes, crashes, reboots int
@@ -242,7 +245,7 @@ func (r *run[K, V]) stop(s *migrate.Store[K, V], p migrate.Phase, t transition) 
 		r.w.boot++
 		r.logf("  %s: the node's state dies with it%s", transitionNames[t], map[bool]string{true: ", and the checkpoint on tmpfs", false: ""}[r.cfg.EphemeralCheckpoint])
 		r.acks.forget()
-		r.acks.behind = false
+		r.acks.unmark()
 		r.w.replaceLegacy(nil)
 		if r.cfg.EphemeralCheckpoint {
 			checkpointtest.Remove(r.w.disk)
@@ -253,7 +256,14 @@ func (r *run[K, V]) stop(s *migrate.Store[K, V], p migrate.Phase, t transition) 
 		// The registry lived in memory, and so did everything phase 0
 		// acknowledged.
 		r.w.replaceLegacy(nil)
-		if p == migrate.PhaseLegacy {
+		switch {
+		case p == migrate.PhaseLegacy && r.cfg.NewBinaryInPhase0 && !r.acks.wholeMarked(r.fileState()):
+			// This package's phase 0 marked, in the checkpoint, what it
+			// wrote to the registry: that much dies; the rest is the
+			// checkpoint's.
+			r.logf("  phase 0's writes die with it; the checkpoint names them")
+			r.acks.phase0Died()
+		case p == migrate.PhaseLegacy:
 			r.logf("  phase 0's state dies with it, as the old binary's did")
 			r.acks.forget()
 		}
@@ -272,7 +282,7 @@ func (r *run[K, V]) start(p migrate.Phase, b build, inject bool) (*migrate.Store
 			return nil, []string{err.Error()}
 		}
 		x := r.expect(p, b, mc, inject && attempt == 0)
-		if r.a.volatile && p == migrate.PhaseLegacy && (mc.Checkpoint == nil || r.acks.behind) {
+		if r.a.volatile && p == migrate.PhaseLegacy && (mc.Checkpoint == nil || r.acks.wholeMarked(r.fileState())) {
 			r.logf("  phase 0 restores from legacy only, which is empty after a restart: the state is gone, as it was with the old binary")
 			r.acks.forget()
 		}

@@ -44,6 +44,9 @@ func (r *run[K, V]) step(s *migrate.Store[K, V], p migrate.Phase) {
 			r.w.freeze()
 		}
 	}()
+	if p == migrate.PhaseLegacy && r.cfg.NewBinaryInPhase0 {
+		r.acks.mark(chs, !cut && err == nil)
+	}
 	switch {
 	case cut:
 		r.logf("  %s: cut short by the crash (returned %v)", desc, err)
@@ -327,10 +330,11 @@ func (r *run[K, V]) situation(p migrate.Phase, b build, mc migrate.Config[K, V])
 		partial:      len(r.w.hide) > 0 && mc.Legacy != nil,
 		bootOld:      f.readable && f.meta.BootID != "" && f.meta.BootID != r.w.bootID(),
 		writesLegacy: r.w.exp != nil && mc.Legacy != nil && p != migrate.PhaseContract,
-		behind:       r.acks.behind,
+		behind:       r.acks.wholeMarked(f) || r.acks.keyedMarked(f),
 	}
 	sit.soleCopy = hasCkpt && soleCopy(p, mc.VolatileLegacy, f)
 	sit.usable = hasCkpt && f.readable && !sit.newer && !sit.bootOld
+	r.phase0Usable = sit.usable // over a file it cannot use, phase 0 marks the whole file
 	sit.staleLegacy = f.readable && !sit.bootOld && sit.writesLegacy && f.meta.Phase == migrate.PhaseContract.String()
 	return sit
 }
@@ -386,12 +390,20 @@ func (r *run[K, V]) inject(hasCkpt, hasLegacy bool) {
 
 // soleCopy reports whether the checkpoint f is the only copy of the state:
 // in phase 3, and with a volatile legacy in every phase that reads it
-// (phase 0 of this package included) unless a phase-0 run left it behind,
-// whose state then died with that run.
+// (phase 0 of this package included) unless a phase-0 run marked the
+// whole file behind, whose state then died with that run. A keyed mark
+// names the entries phase 0 wrote: the file is the sole copy of the rest.
+// A repair's mark, or a partial listing's, says the file may lack
+// commits, not that a registry held them.
 func soleCopy(p migrate.Phase, volatile bool, f fileState) bool {
-	marked := f.readable && (f.meta.Behind != "" || f.meta.Phase == migrate.PhaseLegacy.String())
+	marked := f.readable && (f.meta.Behind == phase0WholeMark || (f.meta.Behind == "" && f.meta.Phase == migrate.PhaseLegacy.String()))
 	return p == migrate.PhaseContract || (volatile && !marked)
 }
+
+// phase0WholeMark is the mark of a phase-0 run over the whole file: one
+// that started over a file it could not use, or one of a release before
+// keyed marks.
+const phase0WholeMark = "phase 0 (legacy) ran, which writes legacy only"
 
 // fileState reads the checkpoint as the newer build would.
 func (r *run[K, V]) fileState() fileState {
