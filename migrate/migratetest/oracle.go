@@ -1,6 +1,7 @@
 package migratetest
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"reflect"
@@ -150,7 +151,14 @@ func (a *acked[K, V]) keyedMarked(f fileState) bool {
 			return true
 		}
 	}
-	return f.readable && strings.HasPrefix(f.meta.Behind, `{"kind":"phase0"`)
+	if !f.readable {
+		return false
+	}
+	var km struct {
+		Kind string            `json:"kind"`
+		Keys []json.RawMessage `json:"keys"`
+	}
+	return json.Unmarshal([]byte(f.meta.Behind), &km) == nil && km.Kind == "phase0" && len(km.Keys) > 0
 }
 
 // phase0Died is the death of what this package's phase 0 wrote to a
@@ -454,9 +462,9 @@ func orphaned[K comparable, V any](r *run[K, V], rep migrate.Report[K]) map[K]bo
 func (r *run[K, V]) updateBehind(p migrate.Phase) {
 	switch {
 	case p == migrate.PhaseLegacy && r.cfg.NewBinaryInPhase0:
-		// Phase 0 marks what it writes, as it writes it (step); over a
-		// file it could not use, it marks the whole file at its start.
-		r.acks.behind = r.acks.behind || !r.phase0Usable
+		// Phase 0 marks what it writes, as it writes it (step). Over a
+		// file it could not use, it saves legacy's entries in its place,
+		// level with legacy, and marks keys from then on too.
 		r.acks.startPhase0()
 	case p == migrate.PhaseExpand || p == migrate.PhaseMigrate:
 		r.acks.unmark()
