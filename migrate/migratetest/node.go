@@ -36,9 +36,9 @@ type Node[K comparable, V any] struct {
 	// the uniqueness checks off.
 	Unique func(V) []string
 
-	holders   map[K]V   // holders that exist, with the value acknowledged to them
-	unsettled map[K][]V // keys whose last write's outcome is unknown: the values it may have left (absent is always possible)
-	records   map[K][]V // every value an acknowledged write or a legacy record produced, per key
+	holders   map[K]V    // holders that exist, with the value acknowledged to them
+	unsettled map[K][]V  // keys whose last write's outcome is unknown: the values it may have left (absent is always possible)
+	records   map[K][]V  // every value an acknowledged write or a legacy record produced, per key
 	lost      map[K]bool // holders a Report named lost (migrate.LostError), until their next write
 }
 
