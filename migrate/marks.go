@@ -131,11 +131,14 @@ func (s *Store[K, V]) markWrites(ctx context.Context, plans []plan[K, V]) error 
 	return nil
 }
 
-// startMarks sets what phase 0 marks for this run, from the checkpoint
-// restore read (c): the keys an earlier phase-0 run marked are kept, and
-// so is a mark of the whole file. It reports the mark every save of this
-// run leaves.
-func (s *Store[K, V]) startMarks(c *ckptView[K, V]) string {
+// startMarks sets what phase 0 marks for this run, from the sides restore
+// read: the keys an earlier phase-0 run marked are kept, and so is a mark
+// of the whole file; a durable legacy that differs from the checkpoint
+// shows that a run that does not write it (the old binary) came after it,
+// which marks the whole file. It reports the mark every save of this run
+// leaves.
+func (s *Store[K, V]) startMarks(in *sides[K, V]) string {
+	c := &in.ck
 	switch {
 	case s.cfg.Phase != PhaseLegacy || s.commit == nil:
 		return markPhase0 // the whole file, as before: nothing to commit a keyed mark to
@@ -157,6 +160,8 @@ func (s *Store[K, V]) startMarks(c *ckptView[K, V]) string {
 		return behindMark(c.meta) // a mark of the whole file stays one
 	case c.meta.Phase == PhaseLegacy.String() && found == "":
 		return markPhase0 // a file from before keyed marks: the whole file
+	case s.explicit != nil && !s.cfg.VolatileLegacy && !s.legacyIsStale(c.meta) && s.differs(in):
+		return markPhase0 // the old binary wrote legacy since: the whole file
 	}
 	s.marked = map[K]bool{}
 	// A keyed mark that names nothing, not an empty Behind: a file whose
@@ -164,6 +169,24 @@ func (s *Store[K, V]) startMarks(c *ckptView[K, V]) string {
 	// whole before keyed marks (behindMark).
 	none, _ := encodeKeyed(s.marked) // no key to encode: no error
 	return none
+}
+
+// differs reports whether a durable legacy, listed in full, holds other
+// entries or values than the checkpoint: it holds every write this library
+// acknowledged, so a difference is a write of a run that does not write
+// the checkpoint. (A partial listing says nothing.)
+func (s *Store[K, V]) differs(in *sides[K, V]) bool {
+	if !in.lg.complete || len(in.lg.entries) != len(in.ck.entries) {
+		return in.lg.complete
+	}
+	idx := s.index(in.ck.entries)
+	for kl, vl := range in.lg.entries {
+		kc, ok := find(idx, in.ck.entries, s.id(kl))
+		if !ok || !s.equal(in.ck.entries[kc], vl) {
+			return true
+		}
+	}
+	return false
 }
 
 // isMarked reports whether phase 0 marked the entry of identity id: legacy

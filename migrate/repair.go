@@ -71,7 +71,7 @@ func (s *Store[K, V]) recordedMark(b basis, in *sides[K, V]) string {
 	p := s.cfg.Phase
 	switch {
 	case p == PhaseLegacy:
-		return s.startMarks(&in.ck)
+		return s.startMarks(in)
 	case p == PhaseContract, b == basisHeal, s.cfg.VolatileLegacy:
 		return ""
 	case !in.lg.complete:

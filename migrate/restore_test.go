@@ -253,10 +253,17 @@ var restoreCases = []setup{
 		rules: []int{8, 19, 20, 21},
 		write: func(t *testing.T, w *world) { w.saveCheckpoint(t, migrate.PhaseMigrate, staleC, "") },
 		want: func(p migrate.Phase, explicit, strict bool) want {
-			switch p {
-			case migrate.PhaseLegacy:
+			switch {
+			case p == migrate.PhaseLegacy && explicit:
+				// A durable legacy that differs from the file: a run that
+				// does not write the file came after it. Phase 0 marks the
+				// whole file (and keeps its entries).
+				w := saved(migrate.PhaseLegacy, want{served: legacyL, readFrom: migrate.ReadLegacy})
+				w.ckptAfter = staleC
+				return w
+			case p == migrate.PhaseLegacy:
 				return phase0(want{}, staleC)
-			case migrate.PhaseExpand, migrate.PhaseMigrate:
+			case p == migrate.PhaseExpand, p == migrate.PhaseMigrate:
 				return staleByContent(p, explicit, want{})
 			default:
 				return phase3(explicit, staleC, "migrate", want{})

@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,15 +88,31 @@ func TestNodeWorldExhaustive(t *testing.T) {
 	if os.Getenv("PHASESHIFT_LONG_TESTS") == "1" {
 		depth = 5
 	}
-	for kind := kindObserving; kind <= kindRegistryVolatile; kind++ {
-		t.Run(strings.ReplaceAll(kind.String(), " ", "_"), func(t *testing.T) {
-			t.Parallel()
-			exploreNode(t, kind, depth)
-		})
+	var mu sync.Mutex
+	seen := map[string]int{}
+	t.Run("kinds", func(t *testing.T) {
+		for kind := kindObserving; kind <= kindRegistryVolatile; kind++ {
+			t.Run(strings.ReplaceAll(kind.String(), " ", "_"), func(t *testing.T) {
+				t.Parallel()
+				got := exploreNode(t, kind, depth)
+				mu.Lock()
+				defer mu.Unlock()
+				for g, n := range got {
+					seen[g] += n
+				}
+			})
+		}
+	})
+	// A known gap the memory world no longer shows is fixed: remove it
+	// from knownGaps and from migrate's # Caveats.
+	for _, g := range knownGaps {
+		if seen[g.name] == 0 && !g.verbsOnly {
+			t.Errorf("known gap %q shows in no sequence any more: remove it from knownGaps and migrate's # Caveats", g.name)
+		}
 	}
 }
 
-func exploreNode(t *testing.T, kind legacyKind, depth int) {
+func exploreNode(t *testing.T, kind legacyKind, depth int) map[string]int {
 	start := time.Now()
 	alphabet := nodeAlphabet(kind)
 	var failures []nodeFinding // the first violation of each failing sequence
@@ -127,9 +144,9 @@ func exploreNode(t *testing.T, kind legacyKind, depth int) {
 	}
 	minimal := minimalFindings(failures)
 	t.Logf("%s: %d sequences of up to %d events in %v; %d restores refused; %d reported leaks; %d violations, %d minimal", kind, played, depth, time.Since(start).Round(time.Millisecond), refusals, leaks, len(failures), len(minimal))
-	for _, f := range minimal {
+	return judgeGaps(t, kind, minimal, func(f nodeFinding) {
 		t.Errorf("%s: %s\n    after: %s\n%s", kind, f.v, nodeSeqString(f.events), strings.Join(f.trace, "\n"))
-	}
+	})
 }
 
 // minimalFindings keeps, of the violations found, those whose sequence

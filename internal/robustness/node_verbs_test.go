@@ -409,9 +409,9 @@ func exploreVerbs(t *testing.T, kind legacyKind, bin string, depth int, long boo
 	for _, x := range slices.Sorted(maps.Keys(exits)) {
 		t.Logf("%s: phaseshift %s: %d runs", kind, x, exits[x])
 	}
-	for _, f := range minimal {
+	judgeGaps(t, kind, minimal, func(f nodeFinding) {
 		t.Errorf("%s: %s\n    after: %s\n%s", kind, f.v, nodeSeqString(f.events), strings.Join(f.trace, "\n"))
-	}
+	})
 }
 
 // playVerbs plays scenario sc and then seq on a fresh world of kind over a

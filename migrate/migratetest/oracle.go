@@ -464,7 +464,13 @@ func (r *run[K, V]) updateBehind(p migrate.Phase) {
 	case p == migrate.PhaseLegacy && r.cfg.NewBinaryInPhase0:
 		// Phase 0 marks what it writes, as it writes it (step). Over a
 		// file it could not use, it saves legacy's entries in its place,
-		// level with legacy, and marks keys from then on too.
+		// level with legacy, and marks keys from then on too. Over a
+		// durable legacy that differs from the file (the old binary's
+		// writes, or a write a crash cut between legacy and the file), it
+		// marks the whole file, which the file then says.
+		if f := r.fileState(); f.readable && f.meta.Behind == phase0WholeText {
+			r.acks.behind = true
+		}
 		r.acks.startPhase0()
 	case p == migrate.PhaseExpand || p == migrate.PhaseMigrate:
 		r.acks.unmark()
@@ -505,3 +511,6 @@ type fileState struct {
 	readable, corrupt bool
 	meta              checkpoint.Meta
 }
+
+// phase0WholeText is the text of phase 0's mark of the whole file.
+const phase0WholeText = "phase 0 (legacy) ran, which writes legacy only"
