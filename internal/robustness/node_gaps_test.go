@@ -20,7 +20,7 @@ import (
 type knownGap struct {
 	name      string
 	verbsOnly bool // shows only with the operator's verbs or in rapid's longer sequences, not at the exhaustive depth
-	explains func(kind legacyKind, inv migratetest.Invariant, events []nodeEvent) bool
+	explains  func(kind legacyKind, inv migratetest.Invariant, events []nodeEvent) bool
 }
 
 // knownGaps are the open ways, most specific first.
