@@ -2,6 +2,7 @@ package migrate_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/checkpoint/checkpointtest"
 	"github.com/phaseshift/phaseshift/migrate"
+	"github.com/phaseshift/phaseshift/migrate/migratetest"
 	"github.com/phaseshift/phaseshift/source"
 )
 
@@ -119,4 +121,103 @@ func TestRepairedFileOverAVolatileRegistry(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, snap.Entries, len(kept), "phase %d: nothing emptier is saved over the repaired file", p)
 	}
+}
+
+// TestRollbackToPhase0ByKind holds each sentence of the README's "What a
+// rollback to phase 0 costs, by the kind of legacy".
+func TestRollbackToPhase0ByKind(t *testing.T) {
+	ctx := context.Background()
+	start := func(t *testing.T, cfg migrate.Config[string, int]) (*migrate.Store[string, int], migrate.Report[string], error) {
+		t.Helper()
+		s, err := migrate.New(cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { s.Close() })
+		r, err := s.Restore(ctx)
+		return s, r, err
+	}
+	t.Run("durable", func(t *testing.T) {
+		var reg source.Map[string, int] // kept by the test across restarts: a file
+		cp := checkpoint.NewMemory[string, int]()
+		cfg := func(p migrate.Phase) migrate.Config[string, int] {
+			return migrate.Config[string, int]{Phase: p, Legacy: &reg, LegacyKind: source.Durable, Checkpoint: checkpointtest.Reopen(t, cp)}
+		}
+		s, _, err := start(t, cfg(migrate.PhaseMigrate))
+		require.NoError(t, err)
+		require.NoError(t, s.Put(ctx, "a", 1))
+		require.NoError(t, s.Put(ctx, "b", 2))
+		require.NoError(t, s.Close())
+		s, _, err = start(t, cfg(migrate.PhaseLegacy))
+		require.NoError(t, err)
+		require.NoError(t, s.Put(ctx, "c", 3)) // legacy decides c, and holds it
+		require.NoError(t, s.Delete(ctx, "a")) // never comes back
+		require.NoError(t, s.Close())
+		s, _, err = start(t, cfg(migrate.PhaseMigrate))
+		require.NoError(t, err)
+		assert.Equal(t, map[string]int{"b": 2, "c": 3}, collect(s), "every entry; a, which phase 0 deleted, never comes back")
+		require.NoError(t, s.Close())
+
+		// The old binary writes legacy; phase 0 after it finds legacy
+		// differing and marks the whole file: phase 3 refuses.
+		reg.Set("d", 4)
+		s, r, err := start(t, cfg(migrate.PhaseLegacy))
+		require.NoError(t, err)
+		assert.Contains(t, r.Behind, "phase 0")
+		require.NoError(t, s.Close())
+		_, _, err = start(t, cfg(migrate.PhaseContract))
+		require.ErrorIs(t, err, migrate.ErrStale)
+	})
+	t.Run("volatile", func(t *testing.T) {
+		cp := checkpoint.NewMemory[string, int]()
+		cfg := func(p migrate.Phase) migrate.Config[string, int] {
+			return migrate.Config[string, int]{Phase: p, Legacy: &source.Map[string, int]{}, Checkpoint: checkpointtest.Reopen(t, cp)} // a fresh registry: it died with the process
+		}
+		s, _, err := start(t, cfg(migrate.PhaseMigrate))
+		require.NoError(t, err)
+		for k, v := range map[string]int{"a": 1, "b": 2, "c": 3} {
+			require.NoError(t, s.Put(ctx, k, v))
+		}
+		require.NoError(t, s.Close())
+		s, _, err = start(t, cfg(migrate.PhaseLegacy))
+		require.NoError(t, err)
+		require.NoError(t, s.Put(ctx, "b", 20)) // written to the registry that dies
+		require.NoError(t, s.Delete(ctx, "c"))
+		require.NoError(t, s.Close())
+		s, r, err := start(t, cfg(migrate.PhaseMigrate))
+		require.NoError(t, err)
+		assert.Equal(t, map[string]int{"a": 1}, collect(s), "every entry phase 0 did not write; c never comes back; b is not guessed")
+		var lost []string
+		for _, e := range r.Errors {
+			var le *migrate.LostError[string]
+			if errors.As(e, &le) {
+				lost = append(lost, le.Key)
+			}
+		}
+		assert.ElementsMatch(t, []string{"b", "c"}, lost, "what phase 0 wrote to the registry is named")
+	})
+	t.Run("observing", func(t *testing.T) {
+		cri := &migratetest.Implicit[string, int]{}
+		cp := checkpoint.NewMemory[string, int]()
+		cfg := func(p migrate.Phase) migrate.Config[string, int] {
+			return migrate.Config[string, int]{Phase: p, Legacy: cri, Equal: sameInt, Checkpoint: checkpointtest.Reopen(t, cp)}
+		}
+		s, _, err := start(t, cfg(migrate.PhaseMigrate))
+		require.NoError(t, err)
+		for k, v := range map[string]int{"a": 1, "b": 2} {
+			require.NoError(t, s.Put(ctx, k, v))
+			cri.Set(k, v)
+		}
+		require.NoError(t, s.Put(ctx, "m", 5)) // an ADD the runtime has not listed yet
+		require.NoError(t, s.Close())
+		s, _, err = start(t, cfg(migrate.PhaseLegacy))
+		require.NoError(t, err)
+		require.NoError(t, s.Delete(ctx, "a")) // the runtime removes it
+		cri.Remove("a")
+		require.NoError(t, s.Put(ctx, "n", 6)) // the runtime lists it
+		cri.Set("n", 6)
+		require.NoError(t, s.Close())
+		s, r, err := start(t, cfg(migrate.PhaseMigrate))
+		require.NoError(t, err)
+		assert.Equal(t, map[string]int{"b": 2, "m": 5, "n": 6}, collect(s), "what the checkpoint holds and the runtime lists, the runtime's word on what phase 0 wrote, and m kept")
+		assert.Equal(t, []string{"m"}, r.Orphaned, "m, which the runtime does not list yet, is kept as an orphan")
+	})
 }
