@@ -42,7 +42,7 @@ func exitStatuses() []exitStatus {
 		{exitNewer, "newer: a newer file format, or a value schema above --schema"},
 		{exitUnreadable, "unreadable: permissions (of the file, or of a running daemon's control socket), a directory, a symlink, an I/O error"},
 		{exitLocked, "locked: a daemon holds the checkpoint's lock and serves no control socket (" + verbsThatLock(lockWithoutSocket) + "), or the repair needs it stopped (" + verbsThatLock(lockAlways) + ")"},
-		{exitFailed, "a repair failed (the message says which step), or another error (writing the output, opening the lock file, a daemon's control socket that failed or is busy, or no daemon to ask: report, prune-orphans)"},
+		{exitFailed, "a repair failed (the message says which step), or another error (writing the output, opening the lock file, a daemon's control socket that failed or is busy, or no daemon to ask: report, prune-orphans; gate: the Prometheus server failed, or answered empty or malformed)"},
 		{exitRefused, "refused, nothing changed (the verb would lose what a file holds without the flag that says you mean it, or its answer is no): " + refusals()},
 	}
 }

@@ -303,7 +303,7 @@ func parse(data []byte) (parsed, error) {
 // checkSum checks the checksum trailer of data and returns what it covers.
 func checkSum(data []byte) ([]byte, error) {
 	if len(data) == 0 {
-		return nil, corrupt("the file is empty")
+		return nil, corrupt("the file is empty (0 bytes: a crash between its create and its write, or a truncation); it holds nothing: `phaseshift discard-empty PATH` sets it aside, or `phaseshift restore-prev PATH` puts back .prev where there is one")
 	}
 	if len(data) < len(fileStart)+len(entriesStart)+len(entriesEnd)+trailerLen {
 		return nil, corrupt("the file is truncated: %d bytes is too short to be a checkpoint", len(data))
