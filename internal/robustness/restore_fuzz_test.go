@@ -286,6 +286,31 @@ const (
 	seedMarkPhase2 = "phase 2 (migrate) could not read legacy in full"
 )
 
+// Phase 0's keyed marks, as this library's phase 0 writes them.
+const (
+	seedKeyedNone = `{"kind":"phase0","text":"phase 0 (legacy) ran, which writes legacy only, and wrote 0 entries","keys":[]}`
+	seedKeyedK1K4 = `{"kind":"phase0","text":"phase 0 (legacy) ran, which writes legacy only, and wrote 2 entries","keys":["k1","k4"]}`
+)
+
+// unmodelled says why the model does not judge c over the file v, or "":
+// a keyed mark that names keys in phases 1 and 2, and in phase 0 over a
+// volatile legacy, where legacy decides the marked entries and the
+// checkpoint the rest (issue 41, rule 5) - which migrate's package doc
+// does not state yet as a rule the model could quote. TestRollout judges
+// those marks end to end.
+func unmodelled(c restoreCase, v fileView) string {
+	if _, named := v.keyedNames(); !named || v.kind != fileClean {
+		return ""
+	}
+	switch {
+	case c.phase == migrate.PhaseExpand, c.phase == migrate.PhaseMigrate:
+		return "a keyed phase-0 mark that names keys, in phase 1 or 2"
+	case c.phase == migrate.PhaseLegacy && c.volatile:
+		return "a keyed phase-0 mark that names keys, in phase 0 over a volatile legacy"
+	}
+	return ""
+}
+
 // seedFiles are the checkpoints the seeds restore over: clean files by
 // each writer phase, of this boot, of an earlier boot and of none; files
 // marked behind legacy by phase 0 (with Meta.Behind, and by its phase
@@ -307,6 +332,11 @@ func seedFiles() []seedFile {
 		seedFile{bytes: seedSave("", "", bootNow, ck), boot: true, weight: medium},
 		seedFile{bytes: seedSave("legacy", seedMarkPhase0, bootOld, ck), boot: true, weight: medium},
 		seedFile{bytes: seedSave("contract", "", bootOld, ck), boot: true, weight: medium},
+		// Phase 0's keyed marks (issue 41, rule 5): one that names
+		// nothing marks nothing; one that names keys (k1 diverges, k4
+		// only the checkpoint holds) phase 3 refuses.
+		seedFile{bytes: seedSave("legacy", seedKeyedNone, bootNow, ck), boot: true, weight: medium},
+		seedFile{bytes: seedSave("legacy", seedKeyedK1K4, bootNow, ck), boot: true, weight: light},
 		seedFile{bytes: seedSave("legacy", "", "", ck), boot: true, weight: light},
 		seedFile{bytes: seedSave("contract", "", "", ck), boot: true, weight: light})
 	return append(files, unreadableSeedFiles()...)
@@ -606,6 +636,9 @@ func checkRestore(t *testing.T, c restoreCase) {
 		return
 	}
 	v := viewFile(c.file)
+	if why := unmodelled(c, v); why != "" {
+		t.Skip("not modelled: " + why)
+	}
 	e := expect(c, v)
 	o := restoreOnce(t, c)
 	where := fmt.Sprintf("%v; checkpoint %s\n\treport: %v\n\t", c, describeFile(v), o.rep)

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/migrate"
@@ -141,6 +142,15 @@ func (v fileView) unreadable() bool {
 // refuses) without deciding which entries it names.
 func (v fileView) marked() bool {
 	return v.metaKnown() && (behindText(v.meta.Behind) != "" || (v.meta.Behind == "" && v.meta.Phase == migrate.PhaseLegacy.String()))
+}
+
+// keyedNames reports whether the file carries phase 0's keyed mark, and
+// whether it names keys.
+func (v fileView) keyedNames() (keyed, named bool) {
+	if !v.metaKnown() || !strings.HasPrefix(v.meta.Behind, `{"kind":"phase0"`) {
+		return false, false
+	}
+	return true, behindText(v.meta.Behind) != ""
 }
 
 // phase0Whole: the file carries phase 0's mark of the whole file, the
