@@ -146,7 +146,7 @@ var continuable = map[string]bool{"tx-all": true}
 // rolloutFlags are what the run remembers of the rollout's history, for the
 // documented exclusions and refusals.
 type rolloutFlags struct {
-	oldSinceLib  bool // the old binary ran since this library's last successful phase 0-2 restore
+	oldSinceLib  bool // the old binary ran since this library's last successful phase 1-2 restore
 	legacyBehind bool // phase 3 saved the checkpoint or acknowledged a write since this library's last successful phase 0-2 restore
 }
 
@@ -263,8 +263,12 @@ func (r *rolloutRun) excluded(b binary) string {
 		// follows phase 3 (it cannot see what phase 3 wrote)".
 		return "the old binary directly after phase 3, with a legacy the Store writes"
 	case !b.Old && b.Phase == migrate.PhaseContract && r.flags.oldSinceLib:
-		// "phase 3 never directly follows phase 0 run by the old binary".
-		return "phase 3 directly after the old binary"
+		// "phase 3 never directly follows phase 0 run by the old binary";
+		// "phase 3 is safe once a phase 1 or 2 run has followed the last
+		// old-binary run" (DESIGN.md). This library's phase 0 between
+		// them no longer marks the whole file (issue 41, rule 5), so it
+		// no longer makes phase 3 refuse what the old binary changed.
+		return "phase 3 after the old binary with no phase 1 or 2 run between"
 	}
 	return ""
 }
@@ -359,7 +363,10 @@ func (r *rolloutRun) judgeRestore(st rolloutStep, rep migrate.Report[podKey], be
 	r.movedAside = false
 	r.steady = &steadyRecord{bin: st.Bin, got: got, orphans: len(rep.Orphaned) > 0}
 	if !st.Bin.Old && st.Bin.Phase != migrate.PhaseContract {
-		r.flags.oldSinceLib, r.flags.legacyBehind = false, false
+		r.flags.legacyBehind = false
+	}
+	if st.Bin.Phase == migrate.PhaseExpand || st.Bin.Phase == migrate.PhaseMigrate {
+		r.flags.oldSinceLib = false
 	}
 }
 
@@ -408,6 +415,11 @@ func (r *rolloutRun) volatileDied(p *process) {
 		return
 	}
 	named, ok := v.keyedMark()
+	if earlier := v.meta.BootID != "" && v.meta.BootID != r.bootID(); earlier {
+		// A file of an earlier boot is discarded, its mark with it: what
+		// it names died with that boot already.
+		return
+	}
 	if !ok || p.bin.Old || p.bin.Phase != migrate.PhaseLegacy || len(named) == 0 {
 		return
 	}
