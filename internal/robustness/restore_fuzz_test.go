@@ -286,6 +286,31 @@ const (
 	seedMarkPhase2 = "phase 2 (migrate) could not read legacy in full"
 )
 
+// Phase 0's keyed marks, as this library's phase 0 writes them.
+const (
+	seedKeyedNone = `{"kind":"phase0","text":"phase 0 (legacy) ran, which writes legacy only, and wrote 0 entries","keys":[]}`
+	seedKeyedK1K4 = `{"kind":"phase0","text":"phase 0 (legacy) ran, which writes legacy only, and wrote 2 entries","keys":["k1","k4"]}`
+)
+
+// unmodelled says why the model does not judge c over the file v, or "":
+// a keyed mark that names keys in phases 1 and 2, and in phase 0 over a
+// volatile legacy, where legacy decides the marked entries and the
+// checkpoint the rest (issue 41, rule 5) - which migrate's package doc
+// does not state yet as a rule the model could quote. TestRollout judges
+// those marks end to end.
+func unmodelled(c restoreCase, v fileView) string {
+	if _, named := v.keyedNames(); !named || v.kind != fileClean {
+		return ""
+	}
+	switch {
+	case c.phase == migrate.PhaseExpand, c.phase == migrate.PhaseMigrate:
+		return "a keyed phase-0 mark that names keys, in phase 1 or 2"
+	case c.phase == migrate.PhaseLegacy && c.volatile:
+		return "a keyed phase-0 mark that names keys, in phase 0 over a volatile legacy"
+	}
+	return ""
+}
+
 // seedFiles are the checkpoints the seeds restore over: clean files by
 // each writer phase, of this boot, of an earlier boot and of none; files
 // marked behind legacy by phase 0 (with Meta.Behind, and by its phase
@@ -307,6 +332,11 @@ func seedFiles() []seedFile {
 		seedFile{bytes: seedSave("", "", bootNow, ck), boot: true, weight: medium},
 		seedFile{bytes: seedSave("legacy", seedMarkPhase0, bootOld, ck), boot: true, weight: medium},
 		seedFile{bytes: seedSave("contract", "", bootOld, ck), boot: true, weight: medium},
+		// Phase 0's keyed marks (issue 41, rule 5): one that names
+		// nothing marks nothing; one that names keys (k1 diverges, k4
+		// only the checkpoint holds) phase 3 refuses.
+		seedFile{bytes: seedSave("legacy", seedKeyedNone, bootNow, ck), boot: true, weight: medium},
+		seedFile{bytes: seedSave("legacy", seedKeyedK1K4, bootNow, ck), boot: true, weight: light},
 		seedFile{bytes: seedSave("legacy", "", "", ck), boot: true, weight: light},
 		seedFile{bytes: seedSave("contract", "", "", ck), boot: true, weight: light})
 	return append(files, unreadableSeedFiles()...)
@@ -601,7 +631,14 @@ var refusedChecks = []check{
 // Failures that a disagreement reported to the lead explains
 // (disagreements) skip the case with its name instead of failing it.
 func checkRestore(t *testing.T, c restoreCase) {
+	if c.volatile && !c.explicit {
+		checkVolatileObservingRefused(t, c)
+		return
+	}
 	v := viewFile(c.file)
+	if why := unmodelled(c, v); why != "" {
+		t.Skip("not modelled: " + why)
+	}
 	e := expect(c, v)
 	o := restoreOnce(t, c)
 	where := fmt.Sprintf("%v; checkpoint %s\n\treport: %v\n\t", c, describeFile(v), o.rep)
@@ -632,6 +669,49 @@ func checkRestore(t *testing.T, c restoreCase) {
 	}
 }
 
+// checkVolatileObservingRefused: "The kind of a legacy ... comes from the
+// source itself": a Reader that is not a Writer is observing, and
+// Config.VolatileLegacy over it is a contradiction New refuses
+// (ErrInvalidConfig), never a guess (issue 41, rule 1).
+func checkVolatileObservingRefused(t *testing.T, c restoreCase) {
+	fake := &migratetest.Explicit[string, int]{}
+	fake.Replace(c.legacy)
+	_, err := migrate.New(migrate.Config[string, int]{
+		Phase: c.phase, Legacy: legacyFor(c, fake), Checkpoint: checkpoint.NewMemory[string, int](),
+		VolatileLegacy: true, Equal: c.equal,
+	})
+	if !errors.Is(err, migrate.ErrInvalidConfig) {
+		t.Errorf("%v: New with VolatileLegacy over a legacy that takes no writes returned %v, want an error matching ErrInvalidConfig", c, err)
+	}
+}
+
+// keptMark is the mark of the whole file m phase 0 keeps: its text, or,
+// for a file of phase 0 from before Meta.Behind, phase 0's text.
+func keptMark(m checkpoint.Meta) string {
+	if m.Behind == "" {
+		return seedMarkPhase0
+	}
+	return m.Behind
+}
+
+// behindText is what Report.Behind says of the mark m.Behind: a keyed
+// phase-0 mark that names nothing says nothing (issue 41, rule 5), a
+// keyed one that names keys says its text, any other mark itself.
+func behindText(behind string) string {
+	var km struct {
+		Kind string            `json:"kind"`
+		Text string            `json:"text"`
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if json.Unmarshal([]byte(behind), &km) != nil || km.Kind != "phase0" {
+		return behind
+	}
+	if len(km.Keys) == 0 {
+		return ""
+	}
+	return km.Text
+}
+
 // disagreements are the cases where package migrate still does not do what
 // its docs (the model) say, each reported to the lead with a verdict: a bug
 // in migrate (B) or a sentence of the docs to fix (D). A case whose only
@@ -644,7 +724,24 @@ var disagreements = []struct {
 	checks   []string // the checks it fails; nil: any
 	applies  func(restoreCase, expectation) bool
 }{
-	// None open. B1 (rule 23: a value Merge took from the checkpoint where
+	{
+		// B3 (issue 41): phase 0 over a file of phase "legacy" whose
+		// Behind is phase 0's text mark of the whole file (what phase 0
+		// itself saves over a file it could read only in part) takes it
+		// for a keyed mark naming nothing (marks.go startMarks falls
+		// through), so Report.Behind is empty and the first write's
+		// keyed mark replaces the whole-file mark in the file. Rule 5:
+		// that mark "still marks the whole file". Over a volatile legacy
+		// the next phase 1 then serves an entry the earlier phase-0 run
+		// deleted (reported to the lead with the sequence).
+		id: "B3", what: "phase 0 drops a whole-file text mark on a file of phase legacy",
+		checks: []string{"Behind"},
+		applies: func(c restoreCase, e expectation) bool {
+			m := e.j.view.meta
+			return c.phase == migrate.PhaseLegacy && e.j.view.kind == fileClean && m.Phase == migrate.PhaseLegacy.String() && m.Behind == seedMarkPhase0
+		},
+	},
+	// B1 (rule 23: a value Merge took from the checkpoint where
 	// legacy decides was not written to an explicit legacy), B2 (rule 17:
 	// phase 3 did not backfill past a file moved aside whose header said
 	// phase 2 wrote it) and D1 (rules 3 and 17: phase 3 after a reboot and
@@ -858,7 +955,15 @@ func checkSaved(c restoreCase, e expectation, o observed) error {
 		return fmt.Errorf("the checkpoint saved records phase %q, the rules say %q", m.Phase, e.recorded)
 	case e.mark == markNone && m.Behind != "":
 		return fmt.Errorf("the checkpoint saved is marked behind legacy (%q), the rules say no mark", m.Behind)
-	case e.mark != markNone && !strings.Contains(m.Behind, markNames(c, e.mark)):
+	case e.mark == markKeyedNone && behindText(m.Behind) != "":
+		return fmt.Errorf("the checkpoint saved is marked %q, the rules say phase 0's keyed mark naming nothing", m.Behind)
+	case e.mark == markKeyedNone && !strings.HasPrefix(m.Behind, `{"kind":"phase0"`):
+		// Not an empty Behind: a file of phase "legacy" with no Behind
+		// is one phase 0 marked as a whole (rule 5).
+		return fmt.Errorf("the checkpoint saved is marked %q, the rules say phase 0's keyed mark naming nothing", m.Behind)
+	case e.mark == markKept && m.Behind != keptMark(e.j.view.meta):
+		return fmt.Errorf("the checkpoint saved is marked %q, the rules say the file's own mark %q, kept", m.Behind, keptMark(e.j.view.meta))
+	case e.mark != markNone && e.mark != markKeyedNone && e.mark != markKept && !strings.Contains(m.Behind, markNames(c, e.mark)):
 		return fmt.Errorf("the checkpoint saved is marked %q, the rules say a mark naming %q", m.Behind, markNames(c, e.mark))
 	case c.epoch != epochOff && m.BootID != bootNow:
 		return fmt.Errorf("the checkpoint saved records boot %q, this boot is %q", m.BootID, bootNow)
@@ -874,7 +979,7 @@ func checkSaved(c restoreCase, e expectation, o observed) error {
 func checkBehind(_ restoreCase, e expectation, o observed) error {
 	got := o.rep.Behind
 	if o.rep.CheckpointRewritten {
-		if o.reloadErr == nil && got != o.reload.Meta.Behind {
+		if o.reloadErr == nil && got != behindText(o.reload.Meta.Behind) {
 			return fmt.Errorf("Report.Behind is %q, the checkpoint saved is marked %q", got, o.reload.Meta.Behind)
 		}
 		return nil
@@ -915,7 +1020,7 @@ func checkShadow(_ restoreCase, e expectation, o observed) error {
 //
 // How I checked that it has teeth: clearing bits 4-5 of every seed's first
 // flag byte (so every listing is complete) fails it with "no seed reaches:
-// Strict refusal of a partial listing, entry skipped on a partial listing
+// Strict refusal of a partial listing, orphan kept on a partial listing
 // of an explicit legacy, mark set by an incomplete listing, ...", and
 // stamping the newer files of an earlier boot with this boot fails it with
 // "no seed reaches: newer file of an earlier boot by phase 3, explicit
@@ -945,17 +1050,16 @@ func TestRestoreSeedsCoverEveryRule(t *testing.T) {
 	}
 }
 
-// skipsOnPartial: a rule where legacy's listing counts leaves out an entry
-// only the checkpoint has, without naming it in a key list.
-func skipsOnPartial(c restoreCase, e expectation) bool {
+// keptOnPartial: a rule where legacy's listing counts keeps an entry only
+// the checkpoint has, which a partial listing lacks, as an orphan
+// (issue 41, rule 3: "for every kind").
+func keptOnPartial(c restoreCase, e expectation) bool {
 	if e.rule != rule13Phase1 && e.rule != rule14Phase2Untrusted && e.rule != rule16Phase2 {
 		return false
 	}
 	listed := c.listed()
 	for k := range e.j.usable {
-		_, inListing := listed[k]
-		_, isServed := e.served[k]
-		if !inListing && !isServed && !slices.Contains(e.dropped, k) {
+		if _, inListing := listed[k]; !inListing && slices.Contains(e.orphaned, k) {
 			return true
 		}
 	}
@@ -1024,7 +1128,7 @@ func seedBuildFeatures(c restoreCase, e expectation) map[string]bool {
 		"rule 17 backfill, implicit legacy":                          served && e.rule == rule17Phase3 && !c.explicit && len(e.backfilled) > 0,
 		"rule 17 backfill, explicit legacy":                          served && e.rule == rule17Phase3 && c.explicit && len(e.backfilled) > 0,
 		"rule 17 no backfill: explicit legacy left behind":           served && e.rule == rule17Phase3 && leftBehind(c, j) && len(c.listed()) > 0,
-		"entry skipped on a partial listing of an explicit legacy":   served && c.explicit && c.list == listPartial && skipsOnPartial(c, e),
+		"orphan kept on a partial listing of an explicit legacy":     served && c.explicit && c.list == listPartial && keptOnPartial(c, e),
 		"newer file of an earlier boot where it is the sole copy":    served && j.view.kind == fileNewer && j.discarded && soleCopy(c, j.view),
 		"newer file of an earlier boot by phase 3, explicit legacy":  served && j.view.kind == fileNewer && j.discarded && c.explicit && c.phase.WritesLegacy() && j.view.meta.Phase == migrate.PhaseContract.String(),
 		"file that records no boot, epoch on":                        served && c.epoch != epochOff && j.view.metaKnown() && j.view.meta.BootID == "",

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/phaseshift/phaseshift/checkpoint"
 	"github.com/phaseshift/phaseshift/migrate"
@@ -134,8 +135,33 @@ func (v fileView) unreadable() bool {
 // phase (rule 26), and phase 0's saves always carry its mark, so a file
 // whose phase is "legacy" and whose Behind is empty can only be such an
 // older file. A file whose header cannot be read says nothing.
+//
+// Issue 41, rule 5: phase 0's keyed mark (JSON in Meta.Behind) that names
+// nothing marks nothing. One that names keys marks those keys only; the
+// seeds carry none, and the model reads it as a mark (Stale, phase 3
+// refuses) without deciding which entries it names.
 func (v fileView) marked() bool {
-	return v.metaKnown() && (v.meta.Behind != "" || v.meta.Phase == migrate.PhaseLegacy.String())
+	return v.metaKnown() && (behindText(v.meta.Behind) != "" || (v.meta.Behind == "" && v.meta.Phase == migrate.PhaseLegacy.String()))
+}
+
+// keyedNames reports whether the file carries phase 0's keyed mark, and
+// whether it names keys.
+func (v fileView) keyedNames() (keyed, named bool) {
+	if !v.metaKnown() || !strings.HasPrefix(v.meta.Behind, `{"kind":"phase0"`) {
+		return false, false
+	}
+	return true, behindText(v.meta.Behind) != ""
+}
+
+// phase0Whole: the file carries phase 0's mark of the whole file, the
+// old-style mark ("an old-style mark (Meta.Phase "legacy" with empty
+// Behind, or the text "phase 0 (legacy) ran, which writes legacy only")
+// still marks the whole file", issue 41 rule 5). Only that mark says a
+// volatile legacy's state died with the run that left it: "a repair's text
+// mark over a volatile legacy is not phase 0's" (rule 6), nor is a partial
+// listing's.
+func (v fileView) phase0Whole() bool {
+	return v.metaKnown() && (v.meta.Behind == seedMarkPhase0 || (v.meta.Behind == "" && v.meta.Phase == migrate.PhaseLegacy.String()))
 }
 
 // The rules that pick how the served state is built (rules 9 to 17), by
@@ -160,9 +186,13 @@ type judged struct {
 	canUse    bool           // restore may use its (readable) entries
 	usable    map[string]int // those entries
 	discarded bool           // from an earlier boot
-	behind    bool           // behind legacy (rule 7): marked, or missed writes
-	missed    bool           // in phase 2, an implicit legacy lists what it never held (rule 7)
-	byPhase3  bool           // its header says phase 3 wrote it, and it is not discarded
+	behind    bool           // behind legacy (rule 7): marked
+	// behindVolatile: with VolatileLegacy, the file is behind legacy only
+	// under phase 0's mark of the whole file, whose state died with the
+	// run; any other mark leaves it the sole copy (issue 41, rule 6). For
+	// any other legacy it is behind.
+	behindVolatile bool
+	byPhase3       bool // its header says phase 3 wrote it, and it is not discarded
 }
 
 // trusted, rule 14: phase 2 "cannot trust [a checkpoint] to hold every
@@ -188,25 +218,13 @@ func judge(c restoreCase, v fileView) judged {
 	}
 	// Rule 7 is judged on a file restore can use: one moved aside unread
 	// is not trusted in any case, and its header is unknown.
+	// Rule 7's second half is gone (issue 41, rule 2): an observing
+	// legacy listing an entry the checkpoint never held is no evidence
+	// that the checkpoint is behind; it is backfilled.
 	j.behind = j.canUse && v.marked()
-	// Rule 7: "In phase 2, a checkpoint that lacks an entry an implicit
-	// legacy lists in full is behind legacy too", judged on a clean file
-	// not already marked.
-	j.missed = c.phase == migrate.PhaseMigrate && !c.explicit && !c.volatile && v.kind == fileClean &&
-		!j.discarded && !j.behind && c.list == listComplete && listsMore(c.listed(), j.usable)
-	j.behind = j.behind || j.missed
+	j.behindVolatile = j.behind && (!c.volatile || v.phase0Whole())
 	j.byPhase3 = v.metaKnown() && v.meta.Phase == migrate.PhaseContract.String()
 	return j
-}
-
-// listsMore reports whether legacy lists a key the checkpoint lacks.
-func listsMore(listed, ckpt map[string]int) bool {
-	for k := range listed {
-		if _, ok := ckpt[k]; !ok {
-			return true
-		}
-	}
-	return false
 }
 
 // fromEarlierBoot, rule 3: "With a boot epoch (Checkpoint.BootID is not
@@ -267,6 +285,8 @@ const (
 	markNone       markKind = iota
 	markPhase0              // "phase 0 records that it ran"
 	markIncomplete          // "a phase 1 or 2 run that could not read legacy in full records that"
+	markKeyedNone           // phase 0's keyed mark naming nothing (issue 41, rule 5)
+	markKept                // the file's own mark of the whole file, kept by phase 0
 )
 
 // expect runs the model.
@@ -283,7 +303,7 @@ func expect(c restoreCase, v fileView) expectation {
 	e.readFrom = readFrom(c, j, e.rule, len(b.backfilled) > 0)
 	e.legacyAfter = legacyAfter(c, j, e.rule, e.served)
 	e.recorded = c.phase.String()
-	e.mark = recordedMark(c)
+	e.mark = recordedMark(c, j)
 	e.saved = savedEntries(c, j, e.served)
 	e.save = saveExpected(c, j, e)
 	e.stale, e.legacyStale = staleText(c, j, e.rule, e.served), legacyStaleText(c, e.rule)
@@ -344,8 +364,11 @@ func loadSentinel(err error) error {
 // died with the run that marked it". The mark is read from the header, so
 // that of a file with entries that do not decode, or of a newer schema,
 // counts; a corrupt file's cannot be read, and it is not marked.
+//
+// Issue 41, rule 6: only phase 0's mark of the whole file says that; a
+// repair's or a partial listing's mark leaves the file the sole copy.
 func soleCopy(c restoreCase, v fileView) bool {
-	return c.phase == migrate.PhaseContract || (c.volatile && !v.marked())
+	return c.phase == migrate.PhaseContract || (c.volatile && !v.phase0Whole())
 }
 
 // soleCopyRefusal, rule 4: "a checkpoint that cannot be read in full ...
@@ -419,7 +442,7 @@ func servedSideUnreadable(c restoreCase, j judged) []error {
 	case c.volatile && c.phase == migrate.PhaseLegacy:
 		decides = !volatilePhase0(j)
 	case c.volatile:
-		decides = j.behind
+		decides = j.behindVolatile
 	case c.phase == migrate.PhaseLegacy, c.phase == migrate.PhaseExpand:
 		decides = true
 	case c.phase == migrate.PhaseMigrate:
@@ -435,7 +458,7 @@ func servedSideUnreadable(c restoreCase, j judged) []error {
 // "Over a checkpoint behind legacy they let legacy decide ... (phase 0
 // serves legacy)".
 func volatilePhase0(j judged) bool {
-	return j.canUse && !j.behind
+	return j.canUse && !j.behindVolatile
 }
 
 // pickRule: "picks how to build the served state by the first of rules 9
@@ -469,6 +492,7 @@ func pickRule(c restoreCase, j judged) rule {
 type builder struct {
 	c                   restoreCase
 	behind              bool // the checkpoint is marked behind legacy (rule 19)
+	behindVolatile      bool // judged.behindVolatile: legacy decides which entries exist
 	legacyBasis         bool // legacy decides which entries exist
 	served              map[string]int
 	fromCk              int
@@ -479,7 +503,7 @@ type builder struct {
 
 // build applies the rule picked.
 func build(c restoreCase, j judged, r rule) *builder {
-	b := &builder{c: c, behind: j.behind, served: map[string]int{}}
+	b := &builder{c: c, behind: j.behind, behindVolatile: j.behindVolatile, served: map[string]int{}}
 	switch {
 	case r == rule9LegacyStale, r == rule15Phase2NoListing:
 		b.serveCheckpoint(j.usable)
@@ -490,7 +514,7 @@ func build(c restoreCase, j judged, r rule) *builder {
 		// Rule 11: "Phase 3 serves the checkpoint, and neither takes
 		// legacy as evidence nor compares with it."
 		b.serveCheckpoint(j.usable)
-	case r == rule11Volatile && j.behind:
+	case r == rule11Volatile && j.behindVolatile:
 		// Rule 11: "Over a checkpoint behind legacy they let legacy decide
 		// which entries exist, as phase 1 does".
 		b.legacyDecides(j.usable)
@@ -583,11 +607,7 @@ func (b *builder) legacyDecides(ck map[string]int) {
 		if _, ok := l[k]; ok {
 			continue
 		}
-		if !b.onPartialListing(k, v) {
-			// Rule 21: "An entry only the checkpoint has is dropped where
-			// legacy decides which entries exist (rules 13 and 14)".
-			b.dropped = append(b.dropped, k)
-		}
+		b.onlyCheckpoint(k, v)
 	}
 }
 
@@ -598,49 +618,37 @@ func (b *builder) reconcile(ck map[string]int) {
 	b.both(ck, l)
 	b.onlyLegacy(ck, l)
 	for k, v := range ck {
-		if _, ok := l[k]; ok || b.onPartialListing(k, v) {
+		if _, ok := l[k]; ok {
 			continue
 		}
 		b.onlyCheckpoint(k, v)
 	}
 }
 
-// onlyCheckpoint, rule 21: "An entry only the checkpoint has is dropped
-// ... in phase 2, for an explicit legacy (Report.Dropped): that legacy
-// holds every acknowledged write. For an implicit legacy, which can miss a
-// live entry, it is kept as an orphan (Report.Orphaned), or dropped with
-// Config.PruneOrphans (Report.Pruned)."
+// onlyCheckpoint, rule 21 as issue 41 (rule 3) states it: "an entry only
+// the checkpoint holds is dropped ONLY for a durable explicit legacy
+// listed in full, in phases 1 and 2" (Report.Dropped). "For an observing
+// legacy it is kept and reported in Report.Orphaned (PruneOrphans prunes
+// it in phase 2 only), for a volatile legacy kept quietly; on a partial
+// listing kept and reported as an orphan for every kind." Over a file
+// marked behind as a whole (phase 0's old-style mark, rule 5), legacy
+// decides every entry: "a marked entry legacy lacks is dropped" for a
+// legacy phase 0 writes (explicit, volatile or durable).
 func (b *builder) onlyCheckpoint(k string, v int) {
 	switch {
-	case b.c.explicit:
+	case b.c.list == listPartial:
+		b.orphaned = append(b.orphaned, k)
+		b.fromCheckpoint(k, v)
+	case b.c.explicit && (!b.c.volatile || b.behindVolatile):
 		b.dropped = append(b.dropped, k)
-	case b.c.prune:
+	case b.c.volatile:
+		b.fromCheckpoint(k, v)
+	case b.c.prune && b.c.phase == migrate.PhaseMigrate:
 		b.pruned = append(b.pruned, k)
 	default:
 		b.orphaned = append(b.orphaned, k)
 		b.fromCheckpoint(k, v)
 	}
-}
-
-// onPartialListing decides an entry the checkpoint has and a partial
-// listing lacks, and reports whether it did. Rule 21: "Nothing is dropped,
-// pruned or deleted on the evidence of a partial listing: an entry it
-// lacks that the checkpoint holds is kept as an orphan for an implicit
-// legacy (whose record would lose to the checkpoint's anyway); for an
-// explicit one, whose record would win and could not be read, it is not
-// served this run and stays where it lives, in legacy (the listing's error
-// is in Report.Errors)". Not served, and not dropped either: no key list
-// names it.
-func (b *builder) onPartialListing(k string, v int) bool {
-	switch {
-	case b.c.list != listPartial:
-		return false
-	case b.c.explicit:
-	default:
-		b.orphaned = append(b.orphaned, k)
-		b.fromCheckpoint(k, v)
-	}
-	return true
 }
 
 // both, rules 18 and 19, for the entries both sides hold. Rule 18: "An
@@ -727,7 +735,7 @@ func readFrom(c restoreCase, j judged, r rule, backfilled bool) migrate.Sides {
 		lg = false
 	case r == rule17Phase3:
 		lg = backfilled
-	case r == rule11Volatile && !j.behind:
+	case r == rule11Volatile && !j.behindVolatile:
 		lg = c.list != listFailed && len(c.listed()) > 0
 	}
 	switch {
@@ -763,7 +771,7 @@ func legacyAfter(c restoreCase, j judged, r rule, served map[string]int) map[str
 	switch {
 	case r == rule9LegacyStale:
 		return maps.Clone(served)
-	case r == rule11Volatile && !j.behind:
+	case r == rule11Volatile && !j.behindVolatile:
 		maps.Copy(after, served)
 		return after
 	}
@@ -777,15 +785,28 @@ func legacyAfter(c restoreCase, j judged, r rule, served map[string]int) map[str
 
 // recordedMark, rule 26: "Every save records the Store's phase
 // (Meta.Phase). It also records a mark (Meta.Behind ...) where the
-// checkpoint may lack what only legacy holds: phase 0 records that it ran
-// ..., and a phase 1 or 2 run that could not read legacy in full records
-// that (not with VolatileLegacy, whose legacy holds nothing the checkpoint
-// lacks)." Rule 9 in phases 1 and 2 needs a complete listing, so it never
-// records the second.
-func recordedMark(c restoreCase) markKind {
+// checkpoint may lack what only legacy holds: ... a phase 1 or 2 run that
+// could not read legacy in full records that (not with VolatileLegacy,
+// whose legacy holds nothing the checkpoint lacks)." Rule 9 in phases 1
+// and 2 needs a complete listing, so it never records the second.
+//
+// Phase 0 (issue 41, rule 5): over a checkpoint it cannot use (missing,
+// unreadable, of an earlier boot) it saves legacy's entries "with a keyed
+// mark naming nothing"; over a file it could read only in part (entries
+// that do not decode, moved aside) it saves what it read "with the old
+// whole-file text mark"; over a file it can use (it saves only to heal
+// legacy), a mark of the whole file the file carries stays, and otherwise
+// its keyed mark names what it wrote: nothing yet.
+func recordedMark(c restoreCase, j judged) markKind {
 	switch {
-	case c.phase == migrate.PhaseLegacy:
+	case c.phase == migrate.PhaseLegacy && j.discarded:
+		return markKeyedNone
+	case c.phase == migrate.PhaseLegacy && j.view.kind == fileBadEntries:
 		return markPhase0
+	case c.phase == migrate.PhaseLegacy && j.view.kind == fileClean && j.view.marked():
+		return markKept
+	case c.phase == migrate.PhaseLegacy:
+		return markKeyedNone
 	case c.volatile || c.list == listComplete || c.phase == migrate.PhaseContract:
 		return markNone
 	}
@@ -826,6 +847,9 @@ func saveExpected(c restoreCase, j judged, e expectation) saveRule {
 		return saveMust
 	}
 	if e.mark == markNone || c.phase == migrate.PhaseLegacy {
+		// "Phase 0's restore saves only to heal legacy (a phase-3 file
+		// over an explicit legacy) or to replace a file it cannot use"
+		// (issue 41, rule 5).
 		return saveMustNot
 	}
 	return saveEither
@@ -846,9 +870,10 @@ func saveTriggers(c restoreCase, j judged, e expectation) bool {
 	case v.unreadable(), j.discarded: // moved aside; the state of an earlier boot
 		return true
 	case c.phase == migrate.PhaseLegacy:
-		// Phase 0 records that it ran, once per boot: a file of this boot
-		// (or of none) whose phase is "legacy" already says so.
-		return !(clean && v.meta.Phase == migrate.PhaseLegacy.String())
+		// Phase 0 "no longer saves at its start over a file it can use":
+		// it saves to replace a file it cannot use (missing here) or to
+		// heal legacy (issue 41, rule 5).
+		return v.kind == fileMissing || e.rule == rule9LegacyStale
 	case v.kind == fileMissing: // phases 1 and 2 find it missing; phase 3's does not record phase 3
 		return true
 	case c.phase == migrate.PhaseContract && v.meta.Phase != migrate.PhaseContract.String():

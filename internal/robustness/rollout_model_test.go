@@ -146,6 +146,15 @@ func (m *rolloutModel) dieAll(why string) {
 	}
 }
 
+// die records that one entry's state died: phase 0 named it in its keyed
+// mark before writing it to a volatile legacy, which died with the run;
+// "a later phase 1 or 2 lets legacy decide the marked entries (... a
+// marked entry legacy lacks is dropped)" (issue 41, rule 5).
+func (m *rolloutModel) die(c, why string) {
+	e := m.entry(c)
+	e.States, e.Why, e.LegacyView = []entryState{{}}, why, false
+}
+
 // liveKey is the key the running Store serves c's entry under.
 func (m *rolloutModel) liveKey(c string) (podKey, bool) {
 	for k := range m.live {
@@ -438,7 +447,6 @@ type refusalFacts struct {
 	before       peeked
 	boot         string
 	legacyBehind bool // explicit legacy: phase 3 wrote the checkpoint since this library's last phase 0-2 restore
-	phase0Since  bool // this library's phase 0 ran since its last phase 1-2 restore
 	legacyDiffer bool // legacy holds an entry, or a value, the checkpoint lacks
 }
 
@@ -462,10 +470,13 @@ func refusalDocumented(f refusalFacts) bool {
 	case b.Old:
 		return false
 	case errors.Is(f.err, migrate.ErrStale):
-		// "ErrStale (phase 3 on a checkpoint behind legacy)"; issue 21.2:
+		// "ErrStale (phase 3 on a checkpoint behind legacy)": phase 0's
+		// mark, of the whole file or of the keys it wrote, not the mere
+		// run of phase 0 ("a phase-0 run that wrote nothing leaves
+		// nothing to distrust", issue 41 rule 5); issue 21.2:
 		// what a configured legacy holds and the checkpoint lacks, phase 3
 		// "serves ... or refuses".
-		return b.Phase == migrate.PhaseContract && (v.markedBehind(f.boot) || f.phase0Since || f.legacyDiffer)
+		return b.Phase == migrate.PhaseContract && (v.markedBehind(f.boot) || f.legacyDiffer)
 	case errors.Is(f.err, migrate.ErrUnsafeRestore):
 		// "ErrUnsafeRestore (legacy is stale and cannot be read or healed
 		// in full, or the checkpoint that says so cannot be read in full)".

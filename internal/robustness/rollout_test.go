@@ -146,9 +146,8 @@ var continuable = map[string]bool{"tx-all": true}
 // rolloutFlags are what the run remembers of the rollout's history, for the
 // documented exclusions and refusals.
 type rolloutFlags struct {
-	oldSinceLib  bool // the old binary ran since this library's last successful phase 0-2 restore
+	oldSinceLib  bool // the old binary ran since this library's last successful phase 1-2 restore
 	legacyBehind bool // phase 3 saved the checkpoint or acknowledged a write since this library's last successful phase 0-2 restore
-	phase0Since  bool // this library's phase 0 ran since its last successful phase 1-2 restore
 }
 
 // rolloutRun plays one plan.
@@ -169,7 +168,12 @@ type rolloutRun struct {
 	// consequence ("a checkpoint reported moved aside loses what only it
 	// held") it carries all the same.
 	movedAside bool
-	res        rolloutResult
+	// phase0Touched are the containers a write of this library's phase 0
+	// touched in this boot, whatever its outcome: all its keyed mark may
+	// name ("Before each write reaches legacy it commits to the checkpoint
+	// a keyed mark"; issue 41, rule 5).
+	phase0Touched map[string]bool
+	res           rolloutResult
 }
 
 func (r *rolloutRun) logf(format string, args ...any) {
@@ -193,6 +197,7 @@ func playPlan(t *testing.T, p rolloutPlan) rolloutResult {
 	r := &rolloutRun{
 		plan: p, ctx: context.Background(), root: checkpoint.NewMemory[podKey, podAddr](),
 		legacy: &source.Map[podKey, podAddr]{}, world: map[string]int{}, boot: 1, model: newRolloutModel(p.World),
+		phase0Touched: map[string]bool{},
 	}
 	r.res.plan = p
 	r.logf("rollout seed %d, %v%s", p.Seed, p.World, map[bool]string{true: ", a container's IP never changes"}[p.Immutable])
@@ -218,8 +223,6 @@ func (r *rolloutRun) runStep(i int, st rolloutStep) bool {
 	}
 	if st.Bin.Old {
 		r.flags.oldSinceLib = true
-	} else if st.Bin.Phase == migrate.PhaseLegacy {
-		r.flags.phase0Since = true
 	}
 	if err := r.start(st.Bin); err != nil {
 		r.fail(&violation{"config-refused", fmt.Sprintf("New refused %v: %v", st.Bin, err)})
@@ -260,8 +263,12 @@ func (r *rolloutRun) excluded(b binary) string {
 		// follows phase 3 (it cannot see what phase 3 wrote)".
 		return "the old binary directly after phase 3, with a legacy the Store writes"
 	case !b.Old && b.Phase == migrate.PhaseContract && r.flags.oldSinceLib:
-		// "phase 3 never directly follows phase 0 run by the old binary".
-		return "phase 3 directly after the old binary"
+		// "phase 3 never directly follows phase 0 run by the old binary";
+		// "phase 3 is safe once a phase 1 or 2 run has followed the last
+		// old-binary run" (DESIGN.md). This library's phase 0 between
+		// them no longer marks the whole file (issue 41, rule 5), so it
+		// no longer makes phase 3 refuse what the old binary changed.
+		return "phase 3 after the old binary with no phase 1 or 2 run between"
 	}
 	return ""
 }
@@ -313,7 +320,7 @@ func (r *rolloutRun) steadyFor(st rolloutStep) *steadyRecord {
 func (r *rolloutRun) judgeRefusalOf(b binary, err error, before peeked, d0 durableState, legacyBefore map[podKey]podAddr) {
 	r.fail(judgeRefusal(refusalFacts{
 		bin: b, world: r.plan.World, err: err, before: before, boot: r.bootID(),
-		legacyBehind: r.flags.legacyBehind, phase0Since: r.flags.phase0Since,
+		legacyBehind: r.flags.legacyBehind,
 		legacyDiffer: before.err == nil && legacyDiffers(r.plan.World, legacyBefore, before.snap),
 	}))
 	// "With Config.Strict, anything that cannot be read ... fails Restore
@@ -356,10 +363,10 @@ func (r *rolloutRun) judgeRestore(st rolloutStep, rep migrate.Report[podKey], be
 	r.movedAside = false
 	r.steady = &steadyRecord{bin: st.Bin, got: got, orphans: len(rep.Orphaned) > 0}
 	if !st.Bin.Old && st.Bin.Phase != migrate.PhaseContract {
-		r.flags.oldSinceLib, r.flags.legacyBehind = false, false
-		if st.Bin.Phase != migrate.PhaseLegacy {
-			r.flags.phase0Since = false
-		}
+		r.flags.legacyBehind = false
+	}
+	if st.Bin.Phase == migrate.PhaseExpand || st.Bin.Phase == migrate.PhaseMigrate {
+		r.flags.oldSinceLib = false
 	}
 }
 
@@ -386,17 +393,51 @@ func (r *rolloutRun) afterStop(p *process, end stepEnd) {
 	}
 	if r.plan.World == volatileWorld {
 		r.legacy.Replace(nil)
-		// "Phase 0 with a Checkpoint ... writes legacy only, as the old
-		// binary did: its state dies with it, so the next start lets
-		// legacy (empty) decide which entries exist" (VolatileLegacy).
-		if r.peek().markedBehind(r.bootID()) {
-			r.model.dieAll("died with a phase-0 run over a volatile legacy")
-			r.logf("  (the checkpoint carries phase 0's mark: the state of the phase-0 run died with it)")
-		}
+		r.volatileDied(p)
 	}
 	if end >= endReboot {
 		r.reboot(end == endRebootWipe)
 	}
+}
+
+// volatileDied applies the death of a volatile legacy's state at a stop.
+// Phase 0 of this library marks in the checkpoint what it writes, before
+// it writes it (a keyed mark): the entries the mark names died with the
+// registry, and the checkpoint is the sole copy of the rest. Only phase
+// 0's mark of the whole file (over a file it could read only in part, or
+// a release before keyed marks) lets legacy (empty) decide every entry
+// (issue 41, rules 5 and 6).
+func (r *rolloutRun) volatileDied(p *process) {
+	v := r.peek()
+	if v.wholeMarked(r.bootID()) {
+		r.model.dieAll("died with a phase-0 run over a volatile legacy")
+		r.logf("  (the checkpoint carries phase 0's mark of the whole file: the state of the phase-0 run died with it)")
+		return
+	}
+	named, ok := v.keyedMark()
+	if earlier := v.meta.BootID != "" && v.meta.BootID != r.bootID(); earlier {
+		// A file of an earlier boot is discarded, its mark with it: what
+		// it names died with that boot already.
+		return
+	}
+	if !ok || p.bin.Old || p.bin.Phase != migrate.PhaseLegacy || len(named) == 0 {
+		return
+	}
+	// The mark also names the zero key's identity after a write that
+	// created an entry (migrate marks a plan's old key whether or not it
+	// existed): no container of this world is "", so it names nothing
+	// here. Reported to the lead (issue 41).
+	delete(named, "")
+	for _, c := range slices.Sorted(maps.Keys(named)) {
+		if !r.phase0Touched[c] {
+			// A mark that names an entry phase 0 never wrote makes the
+			// next restore let legacy (empty) drop what the checkpoint
+			// alone holds.
+			r.fail(&violation{"mark-names-unwritten", fmt.Sprintf("phase 0's keyed mark names %s, which no write of phase 0 touched in this boot", c)})
+		}
+		r.model.die(c, "written by a phase-0 run over a volatile legacy, whose mark names it: died with it")
+	}
+	r.logf("  (the checkpoint's keyed mark names %s: their state died with the phase-0 run)", strings.Join(slices.Sorted(maps.Keys(named)), ", "))
 }
 
 // reboot: the boot ID changes, and every legacy, the runtime's containers
@@ -407,6 +448,7 @@ func (r *rolloutRun) reboot(wipe bool) {
 	r.world = map[string]int{}
 	r.model.dieAll("died with a reboot")
 	r.flags = rolloutFlags{}
+	clear(r.phase0Touched)
 	r.steady = nil
 	if wipe {
 		checkpointtest.Remove(r.root)
@@ -442,6 +484,11 @@ func (r *rolloutRun) runOp(op rolloutOp) bool {
 	r.logf("  %v", op)
 	changes, err := r.do(op)
 	checkpointtest.FailSaves(r.root, 0, nil)
+	if !p.bin.Old && p.bin.Phase == migrate.PhaseLegacy {
+		for _, ch := range changes {
+			r.phase0Touched[ch.C] = true
+		}
+	}
 	p.legacyFail = nil
 	return r.outcome(op, changes, err)
 }

@@ -352,12 +352,55 @@ func (v peeked) unreadableFor(b binary) bool {
 	return v.exists && (v.err != nil || v.meta.Schema > b.Schema)
 }
 
-// markedBehind says whether the file carries phase 0's mark in the current
-// boot: "Every save records the Store's phase, with two exceptions that
-// record phase 0's mark" (migrate, Repairing the sides), and Phase.String
-// is "what the checkpoint records as its writer's phase".
+// markedBehind says whether the file carries a mark phase 3 refuses in
+// the current boot: phase 0's mark of the whole file (a file whose Phase is
+// "legacy" with no Behind, a release before keyed marks), or any mark in
+// Meta.Behind but a keyed phase-0 mark that names nothing ("A keyed mark
+// with "keys":[] names nothing: nothing to distrust"; issue 41, rule 5).
 func (v peeked) markedBehind(boot string) bool {
-	return v.exists && v.err == nil && v.meta.Phase == migrate.PhaseLegacy.String() && (v.meta.BootID == "" || v.meta.BootID == boot)
+	if !v.exists || v.err != nil || (v.meta.BootID != "" && v.meta.BootID != boot) {
+		return false
+	}
+	if keys, ok := v.keyedMark(); ok {
+		return len(keys) > 0
+	}
+	return v.meta.Behind != "" || v.meta.Phase == migrate.PhaseLegacy.String()
+}
+
+// phase0Whole is the text of phase 0's mark of the whole file.
+const phase0Whole = "phase 0 (legacy) ran, which writes legacy only"
+
+// wholeMarked says whether the file carries phase 0's mark of the whole
+// file in the current boot: the old-style mark (Phase "legacy" with no
+// Behind, or its text), which phase 0 leaves over a file it could read
+// only in part. A repair's or a partial listing's mark is not phase 0's: a
+// volatile legacy's emptiness is never evidence (issue 41, rule 6).
+func (v peeked) wholeMarked(boot string) bool {
+	if !v.exists || v.err != nil || (v.meta.BootID != "" && v.meta.BootID != boot) {
+		return false
+	}
+	return v.meta.Behind == phase0Whole || (v.meta.Behind == "" && v.meta.Phase == migrate.PhaseLegacy.String())
+}
+
+// keyedMark returns the containers phase 0's keyed mark names, if the
+// file carries one: {"kind":"phase0","text":...,"keys":[identities]}.
+func (v peeked) keyedMark() (map[string]bool, bool) {
+	var km struct {
+		Kind string            `json:"kind"`
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if !v.exists || v.err != nil || json.Unmarshal([]byte(v.meta.Behind), &km) != nil || km.Kind != "phase0" {
+		return nil, false
+	}
+	cs := map[string]bool{}
+	for _, raw := range km.Keys {
+		var k podKey
+		if json.Unmarshal(raw, &k) != nil {
+			return nil, false // a key that does not decode: the whole file
+		}
+		cs[k.C] = true
+	}
+	return cs, true
 }
 
 // legacyHolds lists what legacy holds now, as the Store would read it.
