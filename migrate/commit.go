@@ -213,6 +213,9 @@ func (s *Store[K, V]) stage(ctx context.Context, ov *overlay[K, V], r *request[K
 		}
 	}
 	plans := s.resolve(ov, ops)
+	if r.err = s.markWrites(ctx, ops, plans); r.err != nil {
+		return nil
+	}
 	if len(plans) == 0 {
 		return nil
 	}
@@ -226,9 +229,6 @@ func (s *Store[K, V]) stage(ctx context.Context, ov *overlay[K, V], r *request[K
 			r.err = fmt.Errorf("migrate: %w: %w", ErrCheckpointWrite, err)
 			return nil
 		}
-	}
-	if r.err = s.markWrites(ctx, plans); r.err != nil {
-		return nil
 	}
 	if s.writesLegacy() && !s.batchesLegacy() {
 		if r.err = s.writeLegacy(ctx, plans); r.err != nil {

@@ -92,19 +92,27 @@ func (s *Store[K, V]) keyedPhase0() bool {
 }
 
 // markWrites records in the checkpoint, before a phase-0 write reaches
-// legacy, the identities of plans it has not recorded yet. A failure fails
-// the write, with nothing written: a write the mark does not name could be
-// lost to the next phase's restore.
-func (s *Store[K, V]) markWrites(ctx context.Context, plans []plan[K, V]) error {
+// legacy, the identities its ops name (a Delete of an entry the Store
+// does not hold included: its caller is told it is gone) and the keys
+// plans move entries from, where it has not recorded them yet. A failure
+// fails the write, with nothing written: a write the mark does not name
+// could be lost to the next phase's restore.
+func (s *Store[K, V]) markWrites(ctx context.Context, ops []op[K, V], plans []plan[K, V]) error {
 	if !s.keyedPhase0() {
 		return nil
 	}
 	var fresh []K
+	add := func(k K) {
+		if id := s.id(k); !s.marked[id] && !slices.Contains(fresh, id) {
+			fresh = append(fresh, id)
+		}
+	}
+	for _, o := range ops {
+		add(o.key)
+	}
 	for _, p := range plans {
-		for _, k := range []K{p.op.key, p.oldKey} {
-			if id := s.id(k); !s.marked[id] && !slices.Contains(fresh, id) {
-				fresh = append(fresh, id)
-			}
+		if p.existed {
+			add(p.oldKey)
 		}
 	}
 	if len(fresh) == 0 {
@@ -156,10 +164,10 @@ func (s *Store[K, V]) startMarks(in *sides[K, V]) string {
 	case c.marked != nil:
 		s.marked = c.marked
 		return found
-	case behindMark(c.meta) != "" && c.meta.Phase != PhaseLegacy.String():
-		return behindMark(c.meta) // a mark of the whole file stays one
-	case c.meta.Phase == PhaseLegacy.String() && found == "":
-		return markPhase0 // a file from before keyed marks: the whole file
+	case behindMark(c.meta) != "":
+		// A mark of the whole file stays one (a file phase 0 marked before
+		// keyed marks, with Phase "legacy" and no Behind, included).
+		return behindMark(c.meta)
 	case s.explicit != nil && !s.cfg.VolatileLegacy && !s.legacyIsStale(c.meta) && s.differs(in):
 		return markPhase0 // the old binary wrote legacy since: the whole file
 	}
