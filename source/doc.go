@@ -27,6 +27,16 @@
 // [Func] adapts a function to a Reader. [Map] is a concurrency-safe
 // in-memory Reader and Writer, good as a proxy's registry and as a test fake.
 //
+// # Kinds
+//
+// What a restore may conclude from a legacy's word depends on its [Kind]:
+// a [Durable] legacy (a file) holds every write acknowledged before a
+// restart; a [Volatile] one (a registry in memory, a [Map]) is empty after
+// every restart; an [Observing] one (CRI) lags in both directions. A source
+// says its kind by implementing [Kinded]; a Reader that takes no writes is
+// Observing by construction, and migrate refuses a Writer that does not
+// say, rather than guess ([KindOf]).
+//
 // # Caveats
 //
 // A Reader returns all entries at once; sources with millions of entries
