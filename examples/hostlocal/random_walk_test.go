@@ -25,7 +25,7 @@ var (
 // phase 3 refuses).
 type rollout struct {
 	afterOldBinary bool // host-local ran since the last phase-1 or phase-2 run, in this boot
-	afterPhase0    bool // this plugin's phase 0 ran since then, in this boot
+	afterPhase0    bool // this plugin's phase 0 wrote since then, in this boot
 	legacyStale    bool // phase 3 ran since the last run of phases 0 to 2
 }
 
@@ -39,15 +39,19 @@ func (ro *rollout) allowed(r runner) bool {
 	return true
 }
 
-// refused says phase 3 must refuse the checkpoint phase 0 marked.
+// refused says phase 3 must refuse the checkpoint phase 0 marked: a
+// phase-0 run marks the keys it writes, and one that wrote nothing leaves
+// nothing to distrust (issue 41).
 func (ro *rollout) refused(r runner) bool { return r.phase == "contract" && ro.afterPhase0 }
 
-func (ro *rollout) ran(r runner) {
+// ran records a run of r; wrote says whether it wrote anything (a phase-0
+// run keeps the marks it finds and adds those of what it writes).
+func (ro *rollout) ran(r runner, wrote bool) {
 	switch {
 	case r == hl:
 		ro.afterOldBinary = true
 	case r.phase == "legacy":
-		ro.afterPhase0, ro.legacyStale = true, false
+		ro.afterPhase0, ro.legacyStale = ro.afterPhase0 || wrote, false
 	case r.phase == "contract":
 		ro.legacyStale = true
 	default:
@@ -88,7 +92,7 @@ func TestRandomWalk(t *testing.T) {
 		if !ran {
 			continue
 		}
-		rw.ro.ran(r)
+		rw.ro.ran(r, rw.wrote)
 		rw.sides(r.plugin == hostLocal || r.phase != "contract", r.plugin == ourPlugin && r.phase != "legacy")
 	}
 }
@@ -98,7 +102,8 @@ type randomWalk struct {
 	*walk
 	rng        *rand.Rand
 	ro         rollout
-	next, boot int // the next container's number, the boot's
+	next, boot int  // the next container's number, the boot's
+	wrote      bool // the last step released or reserved an address
 }
 
 // step runs one random command with r, or with the runner it chose
@@ -107,6 +112,7 @@ type randomWalk struct {
 func (rw *randomWalk) step(step int, r runner) (runner, bool) {
 	t := rw.t
 	live := slices.Sorted(maps.Keys(rw.m.live))
+	rw.wrote = false
 	switch op := rw.rng.IntN(20); {
 	case op < 9 && len(live) < 120:
 		id := fmt.Sprintf("r%04d", rw.next)
@@ -118,6 +124,7 @@ func (rw *randomWalk) step(step int, r runner) (runner, bool) {
 		}
 		require.NoError(t, err)
 		rw.added(id, a)
+		rw.wrote = true
 	case op < 16 && len(live) > 0:
 		id := live[rw.rng.IntN(len(live))]
 		t.Logf("step %d: DEL %s by %s", step, id, r)
@@ -125,6 +132,7 @@ func (rw *randomWalk) step(step int, r runner) (runner, bool) {
 			return r, false
 		}
 		rw.m.deleted(id)
+		rw.wrote = true
 	case op < 18 && len(live) > 0:
 		id := live[rw.rng.IntN(len(live))]
 		t.Logf("step %d: CHECK %s by %s", step, id, r)
@@ -158,6 +166,7 @@ func (rw *randomWalk) gc(step int, r runner, live []string) bool {
 			rw.m.deleted(id)
 		}
 	}
+	rw.wrote = len(valid) < len(live)
 	return true
 }
 
@@ -173,6 +182,7 @@ func (rw *randomWalk) reboot(step int, r runner) runner {
 		r = ps("migrate")
 	}
 	require.NoError(rw.t, rw.n.gc(r))
+	rw.wrote = len(rw.leaked) > 0 // the GC released what the dead containers held
 	clear(rw.leaked)
 	return r
 }

@@ -477,10 +477,19 @@ func TestMigrationWalkThrough(t *testing.T) {
 			assert.Equal(t, []string{"vm-1", "vm-2", "vm-3"}, vms())
 			tp.mustDo(request{Op: "register", VM: "vm-4"}) // the registry only
 		}},
-		{"legacy forgets at the next restart, as v1 did", func(t *testing.T) {
+		{"legacy keeps the VMs the checkpoint holds, and reports the one the registry took with it", func(t *testing.T) {
+			// vm-1 to vm-3 still run: this proxy's phase 0 reads through
+			// the checkpoint (the registry died with the last process).
+			// vm-4 was acknowledged to the registry only, which died: it
+			// is reported lost, not guessed.
 			tp = tp.restart(migrate.PhaseLegacy)
-			assert.Equal(t, migrate.ReadLegacy, tp.report.ReadFrom)
-			assert.Empty(t, vms())
+			assert.Equal(t, migrate.ReadCheckpoint, tp.report.ReadFrom, tp.report.String())
+			assert.Equal(t, []string{"vm-1", "vm-2", "vm-3"}, vms())
+			assert.NotEmpty(t, tp.report.Behind, "phase 0's write of vm-4 is marked")
+			require.Len(t, tp.report.Errors, 1, tp.report.String())
+			var lost *migrate.LostError[string]
+			require.ErrorAs(t, tp.report.Errors[0], &lost)
+			assert.Equal(t, "vm-4", lost.Key)
 		}},
 		{"contract refuses a checkpoint that phase 0 superseded", func(t *testing.T) {
 			require.NoError(t, tp.Close())
@@ -488,14 +497,14 @@ func TestMigrationWalkThrough(t *testing.T) {
 			require.ErrorIs(t, err, migrate.ErrStale)
 			assert.Contains(t, explain(err, options{state: path}), "--phase migrate")
 		}},
-		{"migrate starts from the empty registry", func(t *testing.T) {
+		{"migrate decides the key phase 0 marked, and keeps the rest", func(t *testing.T) {
 			tp = openTestProxy(tp.owner, path, migrate.PhaseMigrate)
-			assert.Empty(t, vms())
+			assert.Equal(t, []string{"vm-1", "vm-2", "vm-3"}, vms(), tp.report.String())
 			tp.mustDo(request{Op: "register", VM: "vm-5"})
 		}},
 		{"contract is safe again", func(t *testing.T) {
 			tp = tp.restart(migrate.PhaseContract)
-			assert.Equal(t, []string{"vm-5"}, vms())
+			assert.Equal(t, []string{"vm-1", "vm-2", "vm-3", "vm-5"}, vms())
 		}},
 	}
 	for _, s := range steps {

@@ -146,17 +146,30 @@ func misconfigured(change func(*migrate.Config[string, VM])) migratetest.Config[
 	return cfg
 }
 
-// TestRolloutCatchesMisconfiguration: without VolatileLegacy, the empty
-// registry of a restarted proxy is taken as evidence that no VM exists,
-// and the matrix fails with a short sequence.
+// TestRolloutCatchesMisconfiguration: a registry in memory stated to be
+// durable (Config.LegacyKind: source.Durable, which wins over what the
+// source.Map says) makes the empty registry of a restarted proxy evidence
+// that no VM exists, and the matrix fails with a short sequence. Leaving
+// VolatileLegacy out is no longer a misconfiguration: a source.Map says it
+// is volatile (source.Kinded), and the matrix passes.
 func TestRolloutCatchesMisconfiguration(t *testing.T) {
-	cfg := misconfigured(func(mc *migrate.Config[string, VM]) { mc.VolatileLegacy = false })
-	cfg.NewBinaryInPhase0, cfg.MaxLen = true, 3
-	res, err := migratetest.Check(cfg)
-	require.Error(t, err, "the misconfiguration must fail the matrix")
-	v := res.Violations[0]
-	t.Logf("shortest failing sequence:\n%v", v)
-	assert.LessOrEqual(t, len(v.Sequence), 2)
-	assert.Regexp(t, "^LOST", v.Problems[0])
-	assert.Contains(t, strings.Join(v.Problems, "\n"), "is not served")
+	t.Run("VolatileLegacy left out: the Map says it", func(t *testing.T) {
+		cfg := misconfigured(func(mc *migrate.Config[string, VM]) { mc.VolatileLegacy = false })
+		cfg.NewBinaryInPhase0, cfg.MaxLen = true, 3
+		_, err := migratetest.Check(cfg)
+		require.NoError(t, err, "a source.Map is volatile by construction")
+	})
+	t.Run("LegacyKind: source.Durable", func(t *testing.T) {
+		cfg := misconfigured(func(mc *migrate.Config[string, VM]) {
+			mc.VolatileLegacy, mc.LegacyKind = false, source.Durable
+		})
+		cfg.NewBinaryInPhase0, cfg.MaxLen = true, 3
+		res, err := migratetest.Check(cfg)
+		require.Error(t, err, "the misconfiguration must fail the matrix")
+		v := res.Violations[0]
+		t.Logf("shortest failing sequence:\n%v", v)
+		assert.LessOrEqual(t, len(v.Sequence), 2)
+		assert.Regexp(t, "^LOST", v.Problems[0])
+		assert.Contains(t, strings.Join(v.Problems, "\n"), "is not served")
+	})
 }
