@@ -3,7 +3,9 @@ package main_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -104,14 +106,38 @@ func TestRestoreKeptOfAQuarantinedCopyIsBehind(t *testing.T) {
 	}
 	require.NoError(t, s.Close())
 
-	// Phase 2 rebuilds from CRI, which is current, and then phase 3
-	// serves exactly what the node holds.
-	s, _, err = start(migrate.PhaseMigrate, newer)
+	// Phase 2 rebuilds from CRI, which is current. pod-1 only the copy
+	// holds and pod-9 only CRI lists share 10.0.0.1: the sides cannot
+	// tell which holds it, so (issue 41's rule 3) both are served, pod-1
+	// as an orphan, the conflict is reported and the address stays taken.
+	kk1, _ := pod(1, "10.0.0.1")
+	kk9, _ := pod(9, "10.0.0.1")
+	s, rep, err = start(migrate.PhaseMigrate, newer)
+	require.NoError(t, err)
+	assert.Equal(t, withEntry(want, kk1, value{IP: "10.0.0.1", Token: secret + "10.0.0.1"}), served(s))
+	assert.Contains(t, rep.Orphaned, kk1, "%s", rep)
+	assert.True(t, slices.ContainsFunc(rep.Errors, func(e error) bool { return errors.Is(e, migrate.ErrValueShared) }),
+		"the shared address is reported: %s", rep)
+	require.NoError(t, s.Close())
+
+	// At the next restore pod-9 is listed and held, so pod-1, which
+	// shares its address, is dropped; then phase 3 serves exactly what
+	// the node holds.
+	s, rep, err = start(migrate.PhaseMigrate, newer)
 	require.NoError(t, err)
 	assert.Equal(t, want, served(s))
+	assert.Contains(t, rep.Dropped, kk1, "%s", rep)
+	assert.NotContains(t, rep.Dropped, kk9, "%s", rep)
 	require.NoError(t, s.Close())
 	s, _, err = start(migrate.PhaseContract, newer)
 	require.NoError(t, err)
 	assert.Equal(t, want, served(s))
 	require.NoError(t, s.Close())
+}
+
+// withEntry is m with k set to v, m unchanged.
+func withEntry(m map[key]value, k key, v value) map[key]value {
+	c := maps.Clone(m)
+	c[k] = v
+	return c
 }

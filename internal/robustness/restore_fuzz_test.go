@@ -724,25 +724,10 @@ var disagreements = []struct {
 	checks   []string // the checks it fails; nil: any
 	applies  func(restoreCase, expectation) bool
 }{
-	{
-		// B3 (issue 41): phase 0 over a file of phase "legacy" whose
-		// Behind is phase 0's text mark of the whole file (what phase 0
-		// itself saves over a file it could read only in part) takes it
-		// for a keyed mark naming nothing (marks.go startMarks falls
-		// through), so Report.Behind is empty and the first write's
-		// keyed mark replaces the whole-file mark in the file. Rule 5:
-		// that mark "still marks the whole file". Over a volatile legacy
-		// the next phase 1 then serves an entry the earlier phase-0 run
-		// deleted (reported to the lead with the sequence).
-		id: "B3", what: "phase 0 drops a whole-file text mark on a file of phase legacy",
-		checks: []string{"Behind"},
-		applies: func(c restoreCase, e expectation) bool {
-			m := e.j.view.meta
-			return c.phase == migrate.PhaseLegacy && e.j.view.kind == fileClean && m.Phase == migrate.PhaseLegacy.String() && m.Behind == seedMarkPhase0
-		},
-	},
 	// B1 (rule 23: a value Merge took from the checkpoint where
-	// legacy decides was not written to an explicit legacy), B2 (rule 17:
+	// legacy decides was not written to an explicit legacy), B3 (issue 41,
+	// rule 5: phase 0 took a whole-file text mark on a file of phase
+	// "legacy" for a keyed mark naming nothing), B2 (rule 17:
 	// phase 3 did not backfill past a file moved aside whose header said
 	// phase 2 wrote it) and D1 (rules 3 and 17: phase 3 after a reboot and
 	// an explicit legacy; the doc now says the earlier boot's legacy is not

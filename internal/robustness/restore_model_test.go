@@ -795,8 +795,9 @@ func legacyAfter(c restoreCase, j judged, r rule, served map[string]int) map[str
 // mark naming nothing"; over a file it could read only in part (entries
 // that do not decode, moved aside) it saves what it read "with the old
 // whole-file text mark"; over a file it can use (it saves only to heal
-// legacy), a mark of the whole file the file carries stays, and otherwise
-// its keyed mark names what it wrote: nothing yet.
+// legacy), a mark of the whole file the file carries stays, a durable
+// legacy it finds different marks the whole file (phase0FindsDifferent),
+// and otherwise its keyed mark names what it wrote: nothing yet.
 func recordedMark(c restoreCase, j judged) markKind {
 	switch {
 	case c.phase == migrate.PhaseLegacy && j.discarded:
@@ -805,12 +806,41 @@ func recordedMark(c restoreCase, j judged) markKind {
 		return markPhase0
 	case c.phase == migrate.PhaseLegacy && j.view.kind == fileClean && j.view.marked():
 		return markKept
+	case c.phase == migrate.PhaseLegacy && phase0FindsDifferent(c, j):
+		return markPhase0
 	case c.phase == migrate.PhaseLegacy:
 		return markKeyedNone
 	case c.volatile || c.list == listComplete || c.phase == migrate.PhaseContract:
 		return markNone
 	}
 	return markIncomplete
+}
+
+// phase0FindsDifferent, rule 26: phase 0 marks "the whole file ... over a
+// durable legacy phase 0 finds different" ("What holds": the old binary
+// wrote legacy since, or a crash cut a write), so that phase 3 after it
+// refuses. Different is judged as the code does, on a clean file it can use
+// and a complete listing of an explicit, durable legacy that rule 9 does
+// not call stale: another key set, or a value Config.Equal tells apart.
+// A file that carries phase 0's keyed mark keeps it (marks.go startMarks:
+// "the keys an earlier phase-0 run marked are kept"); the doc's sentence
+// does not name that case (reported to the lead).
+func phase0FindsDifferent(c restoreCase, j judged) bool {
+	if keyed, _ := j.view.keyedNames(); keyed {
+		return false
+	}
+	if !c.explicit || c.volatile || c.list != listComplete || !j.canUse || j.view.kind != fileClean || j.byPhase3 {
+		return false
+	}
+	if len(c.legacy) != len(j.usable) {
+		return true
+	}
+	for k, lv := range c.legacy {
+		if cv, ok := j.usable[k]; !ok || !c.equal(cv, lv) {
+			return true
+		}
+	}
+	return false
 }
 
 // savedEntries is what a save holds: what is served (rule 24: a checkpoint
@@ -873,7 +903,9 @@ func saveTriggers(c restoreCase, j judged, e expectation) bool {
 		// Phase 0 "no longer saves at its start over a file it can use":
 		// it saves to replace a file it cannot use (missing here) or to
 		// heal legacy (issue 41, rule 5).
-		return v.kind == fileMissing || e.rule == rule9LegacyStale
+		// Its whole-file mark over a durable legacy it finds different
+		// is a mark set (rule 26).
+		return v.kind == fileMissing || e.rule == rule9LegacyStale || (e.mark == markPhase0 && phase0FindsDifferent(c, j))
 	case v.kind == fileMissing: // phases 1 and 2 find it missing; phase 3's does not record phase 3
 		return true
 	case c.phase == migrate.PhaseContract && v.meta.Phase != migrate.PhaseContract.String():
