@@ -263,8 +263,12 @@ func TestFleet(t *testing.T) {
 
 	// 0: the new binary, at phase 0. Then each phase, once the gate says.
 	f.roll(t, "legacy")
+	// Issue 41: phase 0 marks only the keys it writes, before each write;
+	// its start writes nothing, so its restore leaves nothing marked (the
+	// churn after it marks the keys it writes, which phase 1 lets the
+	// runtime decide).
 	for _, n := range f.nodes {
-		assert.Contains(t, n.report, "left behind legacy: phase 0", "%s: phase 0 marks the checkpoint", n.name)
+		assert.NotContains(t, n.report, "left behind legacy", "%s: phase 0's start marks nothing", n.name)
 	}
 	f.mayMove(t, "1")
 	f.roll(t, "expand")
@@ -296,9 +300,25 @@ func faultsAtPhase2(t *testing.T, f *fleet) {
 	t.Run("the release before phaseshift, then straight back to phase 2", func(t *testing.T) {
 		n := f.nodes[3]
 		n.restart(t, "old")
-		n.delAndReuse(t)
+		ip := n.pods[n.oldest()]
+		gone, reuser := n.delAndReuse(t)
+		// Issue 41: the checkpoint alone holds the deleted pod, the runtime
+		// alone lists the one given its address, and phase 2 cannot tell
+		// which is stale: it serves both, the deleted one as an orphan its
+		// report names with the shared address, which stays taken. No live
+		// pod loses its address and none shares it with another live pod.
+		n.orphans[gone] = ip
 		n.restart(t, "migrate")
+		assert.Contains(t, n.report, `orphaned 1 [{"network":"_migrated-from-cri","containerID":"`+gone+`","ifName":"unknown"}]`)
+		assert.Contains(t, n.report, "share a part of their values", "the report names the address %s that %s and %s share", ip, gone, reuser)
 		f.check(t, "phase 2 after the release before phaseshift (issue 32 item 4)")
+		// The next restore finds the reuser listed and held: it drops the
+		// deleted pod, and the node holds the pods and nothing else.
+		n.restart(t, "migrate")
+		delete(n.orphans, gone)
+		assert.NotContains(t, n.served(t), gone)
+		assert.Contains(t, n.report, "dropped 1", "the next phase-2 restore drops %s", gone)
+		f.check(t, "the next phase 2 restart")
 	})
 
 	t.Run("a journal written by a newer build", func(t *testing.T) {
@@ -398,12 +418,44 @@ func faultsAtPhase3(t *testing.T, f *fleet) {
 		n := f.nodes[4]
 		n.churn(t)
 		n.stop(t)
-		r := f.run(t, "restore-prev", "--replace-intact", n.state)
+		// --accept-loss: restore verbs now refuse a replacement that lacks
+		// entries without it (issue 41); phase 2 below brings them back
+		// from the runtime.
+		r := f.run(t, "restore-prev", "--replace-intact", "--accept-loss", n.state)
 		require.Equal(t, 0, r.code, "%s%s", r.stdout, r.stderr)
 		log := n.refuses(t, "contract")
 		assert.Contains(t, log, "behind", "phase 3 refuses what restore-prev put back (issue 32 item 2)")
+		// Issue 41: phase 2 keeps what only the put-back file holds (pods
+		// deleted since), as orphans its report names, each with the
+		// address it held, which a live pod may hold too: served to both,
+		// so not free. Every live pod keeps its address.
 		n.mustStart(t, "migrate")
+		for _, id := range reportedOrphans(n.report) {
+			ip, existed := n.gone[id]
+			require.True(t, existed, "%s: the report names %s, which no ADD created: %s", n.name, id, n.report)
+			n.orphans[id] = ip
+		}
 		f.check(t, "phase 2 after restore-prev")
+		// The next restore drops each orphan whose address a pod listed
+		// and held has; phaseshift prunes the rest, if any.
+		n.restart(t, "migrate")
+		still := reportedOrphans(n.report)
+		for id, ip := range n.orphans {
+			if !slices.Contains(still, id) {
+				delete(n.orphans, id)
+				continue
+			}
+			for live, lip := range n.pods {
+				assert.NotEqual(t, ip, lip, "%s: orphan %s still served with %s, which %s holds, listed and held", n.name, id, ip, live)
+			}
+		}
+		f.check(t, "the next phase 2 restart")
+		if len(n.orphans) > 0 {
+			r := f.run(t, "prune-orphans", "--yes", n.state)
+			require.Equal(t, 0, r.code, r.stderr)
+			clear(n.orphans)
+			f.check(t, "the prune on "+n.name)
+		}
 		n.restart(t, "contract")
 		f.check(t, "phase 3 after the phase-2 run")
 	})
@@ -413,8 +465,12 @@ func faultsAtPhase3(t *testing.T, f *fleet) {
 		n.restart(t, "legacy")
 		n.delAndReuse(t)
 		n.stop(t)
+		// The phase-0 run wrote (a DEL and ADDs): its keyed mark names the
+		// keys it wrote, and phase 3 refuses it (issue 41; one that wrote
+		// nothing would not be refused).
 		log := n.refuses(t, "contract")
-		assert.Contains(t, log, "marked behind legacy: phase 0")
+		assert.Contains(t, log, "the checkpoint is stale")
+		assert.Regexp(t, `phase 0 \(legacy\) ran and wrote [0-9]+ entr`, log)
 		n.mustStart(t, "migrate")
 		n.restart(t, "contract")
 		f.check(t, "phase 3 after phase 0 and phase 2")
@@ -444,6 +500,20 @@ func faultsAtPhase3(t *testing.T, f *fleet) {
 		n.restart(t, "contract")
 		f.alert(t, "PhaseshiftUnsafeInPhase3", n.name, "", 10*time.Second)
 	})
+}
+
+// reportedOrphans returns the container IDs a restore's report line
+// names orphaned.
+func reportedOrphans(report string) []string {
+	m := regexp.MustCompile(`orphaned [0-9]+ \[([^\]]*)\]`).FindStringSubmatch(report)
+	if m == nil {
+		return nil
+	}
+	var ids []string
+	for _, id := range regexp.MustCompile(`"containerID":"([^"]*)"`).FindAllStringSubmatch(m[1], -1) {
+		ids = append(ids, id[1])
+	}
+	return ids
 }
 
 // pruneOrphans has n's daemon prune its orphans through phaseshift,

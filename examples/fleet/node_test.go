@@ -114,13 +114,14 @@ type node struct {
 	// it, as the library documents), until it is pruned.
 	pods    map[string]netip.Addr
 	orphans map[string]netip.Addr
+	gone    map[string]netip.Addr // the deleted pods, with the address each held
 	next    int
 }
 
 func newNode(t *testing.T, i int, ipam string) *node {
 	t.Helper()
 	n := &node{name: fmt.Sprintf("node-%02d", i), dir: t.TempDir(), ipam: ipam, rt: critest.New(),
-		pods: map[string]netip.Addr{}, orphans: map[string]netip.Addr{}}
+		pods: map[string]netip.Addr{}, orphans: map[string]netip.Addr{}, gone: map[string]netip.Addr{}}
 	n.state = filepath.Join(n.dir, "state.json")
 	srv, err := n.rt.Serve("")
 	require.NoError(t, err)
@@ -229,6 +230,7 @@ func (n *node) del(t *testing.T, id string) {
 	_, err := n.d.call(request{Op: "del", ID: id})
 	require.NoError(t, err, n.d.stderr.String())
 	n.rt.Remove(id)
+	n.gone[id] = n.pods[id]
 	delete(n.pods, id)
 }
 
@@ -291,8 +293,11 @@ func (n *node) served(t *testing.T) map[string][]netip.Addr {
 }
 
 // problems compares what the node serves with the world: every pod with
-// its address, no address to two containers, nothing else but the
-// orphans the world expects.
+// its address, no address to two live pods, nothing else but the orphans
+// the world expects. An orphan may hold the address of a live pod (issue
+// 41: where the sides cannot tell which is stale, both are served and the
+// address stays taken, not free); the test expects such an orphan only
+// where the node's report names it.
 func (n *node) problems(t *testing.T) []string {
 	t.Helper()
 	served := n.served(t)
@@ -305,7 +310,7 @@ func (n *node) problems(t *testing.T) []string {
 	slices.Sort(ids)
 	for _, id := range ids {
 		for _, ip := range served[id] {
-			if o, dup := owner[ip]; dup {
+			if o, dup := owner[ip]; dup && !n.isOrphan(o) && !n.isOrphan(id) {
 				out = append(out, fmt.Sprintf("%s to %s and %s", ip, o, id))
 			}
 			owner[ip] = id
@@ -324,6 +329,13 @@ func (n *node) problems(t *testing.T) []string {
 		}
 	}
 	return out
+}
+
+// isOrphan says whether id is a deleted pod the node may still serve.
+func (n *node) isOrphan(id string) bool {
+	_, live := n.pods[id]
+	_, orphan := n.orphans[id]
+	return orphan && !live
 }
 
 // refuses starts the daemon in phase, expecting it to refuse, and returns

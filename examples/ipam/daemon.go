@@ -50,19 +50,22 @@ type countersJSON struct{ Adds, Dels int }
 
 // reportJSON is the part of migrate.Report the demo shows.
 type reportJSON struct {
-	Phase       string   `json:"phase"`
-	ReadFrom    string   `json:"readFrom"`
-	Restored    int      `json:"restored"`
-	Backfilled  int      `json:"backfilled"`
-	Orphaned    int      `json:"orphaned"`
-	Dropped     int      `json:"dropped"`
-	Diverged    int      `json:"diverged"`
-	Rewritten   bool     `json:"rewritten"`
-	Stale       string   `json:"stale,omitempty"`
-	Behind      string   `json:"behind,omitempty"`
-	Quarantined string   `json:"quarantined,omitempty"`
-	Errors      []string `json:"errors,omitempty"`
-	Line        string   `json:"line"`
+	Phase      string `json:"phase"`
+	ReadFrom   string `json:"readFrom"`
+	Restored   int    `json:"restored"`
+	Backfilled int    `json:"backfilled"`
+	Orphaned   int    `json:"orphaned"`
+	// OrphanedKeys are the orphaned entries' keys: served though only the
+	// checkpoint holds them.
+	OrphanedKeys []Key    `json:"orphanedKeys,omitempty"`
+	Dropped      int      `json:"dropped"`
+	Diverged     int      `json:"diverged"`
+	Rewritten    bool     `json:"rewritten"`
+	Stale        string   `json:"stale,omitempty"`
+	Behind       string   `json:"behind,omitempty"`
+	Quarantined  string   `json:"quarantined,omitempty"`
+	Errors       []string `json:"errors,omitempty"`
+	Line         string   `json:"line"`
 }
 
 func toReportJSON(r migrate.Report[Key]) *reportJSON {
@@ -70,6 +73,7 @@ func toReportJSON(r migrate.Report[Key]) *reportJSON {
 		Phase: r.Phase.String(), ReadFrom: string(r.ReadFrom), Restored: r.Restored,
 		Backfilled: len(r.Backfilled), Orphaned: len(r.Orphaned), Dropped: len(r.Dropped), Diverged: len(r.Diverged),
 		Rewritten: r.CheckpointRewritten, Stale: r.Stale, Behind: r.Behind, Quarantined: r.Quarantined, Line: r.String(),
+		OrphanedKeys: r.Orphaned,
 	}
 	for _, e := range r.Errors {
 		out.Errors = append(out.Errors, e.Error())

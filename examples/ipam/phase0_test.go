@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -122,7 +123,9 @@ func served(t *testing.T, d *daemon) (map[string]netip.Addr, []string) {
 // TestPhase0ThenPhase3Refuses: a node at phase 3 sent back to the
 // example's phase 0 (--phase legacy), where a pod is deleted and another
 // one given its address, and straight back to phase 3: phase 3 refuses to
-// start rather than serve the deleted pod and the address twice.
+// start rather than serve the deleted pod and the address twice. The
+// phase-0 run writes (a DEL and an ADD), so its keyed mark names keys;
+// one that wrote nothing would not make phase 3 refuse (issue 41).
 func TestPhase0ThenPhase3Refuses(t *testing.T) {
 	rt := critest.New()
 	srv, err := rt.Serve(filepath.Join(t.TempDir(), "cri.sock"))
@@ -152,13 +155,34 @@ func TestPhase0ThenPhase3Refuses(t *testing.T) {
 		t.Fatalf("phase 3 started after the example's phase 0 (%s) and serves %v; addresses served twice: %v", rep.Line, got, twice)
 	}
 	t.Logf("phase 3 refused:\n%s", stderr)
-	assert.Contains(t, stderr, "behind legacy", "phase 3 says why it refuses")
-	assert.Contains(t, stderr, "phase 0", "and which run marked the checkpoint")
+	// Issue 41: phase 0 no longer marks the whole file at its start; before
+	// each write it marks the keys it writes (here pod-a's DEL and pod-c's
+	// ADD), and phase 3 refuses a file whose mark names keys.
+	assert.Contains(t, stderr, "stale", "phase 3 says why it refuses")
+	assert.Contains(t, stderr, "phase 0 (legacy) ran and wrote 2 entries", "and which run marked the checkpoint, and how much")
+	assert.Contains(t, stderr, "run phase 1 (expand) or 2 (migrate) first", "and how to fix it")
+
+	// The fix it names: phase 2 lets legacy decide the marked keys, and
+	// the node then holds what the pods hold, each address once.
+	d, rep, _, err = startBuilt(t, srv.Endpoint(), state, "migrate")
+	require.NoError(t, err)
+	assert.Empty(t, rep.Behind, rep.Line)
+	got, twice := served(t, d)
+	assert.Equal(t, p.have, got, rep.Line)
+	assert.Empty(t, twice)
+	require.NoError(t, d.exit())
+	d, rep, _, err = startBuilt(t, srv.Endpoint(), state, "contract")
+	require.NoError(t, err, "phase 3 after phase 2 starts")
+	got, twice = served(t, d)
+	assert.Equal(t, p.have, got, rep.Line)
+	assert.Empty(t, twice)
+	require.NoError(t, d.exit())
 }
 
 // TestOldBinaryLeavesTheCheckpointAlone: --old-binary, the release before
 // phaseshift, neither creates nor marks the checkpoint, and exports no
-// phaseshift metrics; this binary's phase 0 marks it.
+// phaseshift metrics; this binary's phase 0 creates it, and marks the keys
+// it writes (issue 41: a run that writes nothing marks nothing).
 func TestOldBinaryLeavesTheCheckpointAlone(t *testing.T) {
 	_, l := runtimeFor(t, critest.Sandbox{ID: "c1", Name: "p1", Namespace: "default", IPs: []string{"10.0.0.2"}})
 	state := filepath.Join(t.TempDir(), "ipam.json")
@@ -173,11 +197,25 @@ func TestOldBinaryLeavesTheCheckpointAlone(t *testing.T) {
 	assert.NotContains(t, scrape(t, m), "phaseshift_", "the release before phaseshift exported none of its metrics")
 	require.NoError(t, m.Close())
 
+	// This binary's phase 0 creates the checkpoint. Issue 41: a phase-0 run
+	// that writes nothing marks nothing (there is nothing legacy could hold
+	// that the file lacks), so phase 3 after it is not refused.
 	out.Reset()
 	require.Equal(t, 0, run(context.Background(), []string{"--cri", l.Endpoint(), "--state", state}, nil, &out, &stderr), stderr.String())
 	assert.Contains(t, out.String(), "phase 0 (legacy): read legacy, restored 1")
-	assert.Contains(t, out.String(), "left behind legacy: phase 0", "this binary's phase 0 marks the checkpoint")
+	assert.NotContains(t, out.String(), "left behind legacy", "a phase-0 run that writes nothing marks nothing")
 	assert.FileExists(t, state)
+
+	// A phase-0 run that writes (an ADD) marks the key it writes before
+	// the write reaches legacy, so phase 3 then refuses until a phase 1 or
+	// 2 run lets legacy decide it; the old binary cannot do that.
+	out.Reset()
+	in := strings.NewReader(`{"op":"add","id":"c2"}` + "\n" + `{"op":"exit"}` + "\n")
+	require.Equal(t, 0, run(context.Background(), []string{"--cri", l.Endpoint(), "--state", state, "--serve"}, in, &out, &stderr), stderr.String())
+	assert.Contains(t, out.String(), `"ok":true,"ips":["10.0.0.3"]`)
+	stderr.Reset()
+	assert.NotEqual(t, 0, run(context.Background(), []string{"--cri", l.Endpoint(), "--state", state, "--phase", "contract"}, nil, &out, &stderr))
+	assert.Contains(t, stderr.String(), "phase 0 (legacy) ran and wrote 1 entry", "this binary's phase 0 marks the keys it writes")
 }
 
 // TestNodePhaseOverride: the file STATE.phase, on the node, overrides the
