@@ -312,15 +312,24 @@ const (
 	keepOrphan                        // served, reported in Orphaned
 	dropIt                            // not served, reported in Dropped
 	pruneIt                           // not served, reported in Pruned
+	skipIt                            // not served until a listing in full decides it, reported in Errors
 )
 
 // onlyCheckpointOf decides the entry kc only the checkpoint ck holds: an
 // entry phase 0 marked is legacy's to decide, and legacy lacks it (phase
-// 0 deleted it, or wrote it to a registry that died), so it is dropped and
-// reported; any other as checkpointOnly says.
+// 0 deleted it, wrote it to a registry that died, or a partial listing
+// hides what it wrote), so it is not served, and reported; any other as
+// checkpointOnly says.
 func (s *Store[K, V]) onlyCheckpointOf(b basis, ck *ckptView[K, V], lg *legacyView[K, V], kc K) onlyCheckpoint {
-	if ck.isMarked(s.id(kc)) && lg.complete {
-		return dropIt
+	switch {
+	case ck.isMarked(s.id(kc)) && lg.complete:
+		return dropIt // phase 0 deleted it (or, volatile, its registry died)
+	case ck.isMarked(s.id(kc)):
+		// A partial listing may hide a value phase 0 gave it since: the
+		// checkpoint's older record could hand its part to two live
+		// holders (Config.Unique). Not served, not dropped: a listing in
+		// full decides it.
+		return skipIt
 	}
 	return s.checkpointOnly(b, lg)
 }
@@ -359,8 +368,10 @@ func (s *Store[K, V]) applyOnlyCheckpoint(out *built[K, V], kc K, what onlyCheck
 		r.Dropped = append(r.Dropped, kc)
 	case pruneIt:
 		r.Pruned = append(r.Pruned, kc)
+	case skipIt:
+		r.Errors = append(r.Errors, fmt.Errorf("%s: phase 0 (legacy) wrote it, so legacy decides it, and the listing could not read it in full: not served until a listing in full decides it (the checkpoint's record is older)", keyText(kc)))
 	}
-	if what == dropIt || what == pruneIt {
+	if what == dropIt || what == pruneIt || what == skipIt {
 		delete(out.vals, kc)
 		out.setOrigin(kc, out.def)
 		return true

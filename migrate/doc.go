@@ -186,8 +186,14 @@
 //   - A DEL the Store acknowledged whose sandbox the runtime still lists
 //     when the daemon restarts is served again (a backfill, reported as
 //     one) until a DEL with its key, or a prune: its address leaks, and is
-//     never handed out twice. (containerd 1.6 lists a sandbox NOTREADY
-//     while its DEL runs, and source/cri lists only READY ones.)
+//     never handed out twice. A key added again meanwhile is served with
+//     the listed, older value (the default Merge), and an ADD not listed
+//     yet that took its address can lose it at the restore after next, to
+//     the backfilled entry, which then counts as held (rule 22). Keys and
+//     addresses not reused while a DEL runs (CRI's sandbox IDs, an
+//     allocator's cool-down, as the VPC CNI's) rule the last two out.
+//     (containerd 1.6 lists a sandbox NOTREADY while its DEL runs, and
+//     source/cri lists only READY ones.)
 //   - Where Config.Unique finds an entry only the checkpoint holds and one
 //     only legacy lists sharing a part (an ADD the runtime has not listed
 //     yet beside a DEL it has not finished, or the old binary's reuse of a

@@ -23,8 +23,14 @@ func TestNodeWorldRapid(t *testing.T) {
 	setRapidFlag(t, "rapid.nofailfile", "true") // no testdata/rapid files in the tree
 	setRapidFlag(t, "rapid.shrinktime", "10s")
 	if os.Getenv("PHASESHIFT_LONG_TESTS") == "1" {
+		// Fresh seeds: the long run explores.
 		setRapidFlag(t, "rapid.checks", "1000")
 		setRapidFlag(t, "rapid.shrinktime", "60s")
+	} else {
+		// The default run is the same every time (CI must not turn red
+		// on a new seed's find: the long run and the exhaustive test look
+		// for those); -rapid.seed on the command line overrides it.
+		setRapidFlag(t, "rapid.seed", "1")
 	}
 	for kind := kindObserving; kind <= kindRegistryVolatile; kind++ {
 		for _, v := range nodeVariants {
