@@ -351,8 +351,8 @@ func (s *Store[K, V]) checkpointOnly(b basis, lg *legacyView[K, V]) onlyCheckpoi
 	case s.explicit != nil:
 		return dropIt
 	// An observing legacy can miss a live entry: keep it, unless the user
-	// chose to prune.
-	case s.cfg.PruneOrphans:
+	// chose to prune, which phase 2 does (Config.PruneOrphans).
+	case s.cfg.PruneOrphans && s.cfg.Phase == PhaseMigrate:
 		return pruneIt
 	}
 	return keepOrphan
