@@ -136,9 +136,11 @@ func rulePhase0[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bo
 	return needsLegacy(s, in, basisLegacy)
 }
 
-// rulePhase1 is rule 13: phase 1 takes legacy's word on which entries exist, and keeps
-// the checkpoint's key and value for an entry legacy agrees on (legacy may
-// record less: CRI has no interface name).
+// rulePhase1 is rule 13: phase 1 takes legacy's word on which entries exist
+// as far as its kind can know (rule 21: an observing legacy's silence, or
+// a partial listing's, drops nothing), and keeps the checkpoint's key and
+// value for an entry legacy agrees on (legacy may record less: CRI has no
+// interface name).
 func rulePhase1[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bool, error) {
 	if s.cfg.Phase != PhaseExpand {
 		return 0, false, nil
@@ -147,9 +149,8 @@ func rulePhase1[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bo
 }
 
 // rulePhase2Behind is rule 14: phase 2 over a checkpoint it cannot trust to hold every
-// entry (missing, moved aside, from an earlier boot, or behind legacy:
-// marked, or missing writes an implicit legacy lists) restores as phase 1
-// does.
+// entry (missing, moved aside, from an earlier boot, or marked behind
+// legacy as a whole) restores as phase 1 does.
 func rulePhase2Behind[K comparable, V any](s *Store[K, V], in *sides[K, V]) (basis, bool, error) {
 	trusted := in.ck.usable && !in.ck.behind && in.ck.aside == nil
 	if s.cfg.Phase != PhaseMigrate || trusted {

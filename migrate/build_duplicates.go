@@ -11,12 +11,11 @@ import (
 // one side that Match calls one entry are resolved before the state is
 // built (dedupe), the same way at every restore. And, with Config.Unique,
 // the served state is checked once it is built: two entries whose values
-// share a part (an address) cannot both be live, so one of them is stale,
-// and the sides say which (resolveUnique). This is the evidence that lets
-// a restore after the old binary, or over a partial listing, serve each
-// address once: the old binary deleted an entry and handed its address to
-// another; a partial listing kept an entry it could not see that the old
-// binary had deleted.
+// share a part (an address) cannot both be live, so one of them is stale
+// where the sides show the other live, listed and held (resolveUnique);
+// where they show neither, both are served and reported, and the part
+// stays taken: an address leaked is pruned later, an address handed out
+// twice is an outage.
 
 // holder is an entry that holds a part, with what the sides say of it.
 type holder[K comparable] struct {

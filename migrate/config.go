@@ -132,13 +132,13 @@ type Config[K comparable, V any] struct {
 
 	// Unique returns the parts of a value that no two entries may hold at
 	// once: an allocator's addresses. Restore then takes a part held by
-	// two entries as evidence of which one is stale (rule 22): an entry
-	// legacy lists is live, one it does not list is not, and of two that
-	// legacy lists, the one the checkpoint also holds was acknowledged
-	// since; phase 3 refuses a checkpoint that an entry legacy lists
-	// contradicts this way (rule 10). Nil: Restore knows nothing of what
-	// values may share, and serves what the rules say. Restore only: a
-	// write is the allocator's own business. The parts are never logged.
+	// an entry both sides show live (legacy lists it and the checkpoint
+	// holds it) as evidence that another entry holding it is stale, and
+	// drops that one (rule 22); where no holder is shown live by both
+	// sides, all are served and reported (ErrValueShared), so that the
+	// part stays taken. Nil: Restore knows nothing of what values may
+	// share, and serves what the rules say. Restore only: a write is the
+	// allocator's own business. The parts are never logged.
 	Unique func(V) []string
 
 	// Strict makes Restore fail, before it changes anything, on anything it
@@ -264,8 +264,9 @@ func (c *Config[K, V]) validate() error {
 // resolveKind settles what legacy is, from the source and from
 // Config.LegacyKind and VolatileLegacy, and writes it back to both fields
 // (VolatileLegacy is set exactly when legacy is volatile). It refuses a
-// legacy the Store writes whose kind nothing says, and a stated kind the
-// source contradicts.
+// legacy the Store writes whose kind nothing says, Observing stated for a
+// legacy that takes writes, and Durable or Volatile stated for one that
+// takes none; between Durable and Volatile the stated kind wins.
 func (c *Config[K, V]) resolveKind() error {
 	if c.Legacy == nil {
 		return nil

@@ -94,7 +94,9 @@
 //	20  only legacy holds it                     serves it                                Backfilled
 //	21  only the checkpoint holds it             drops it for a durable legacy listed in  Dropped, Orphaned,
 //	                                             full, or where phase 0 marked it (on:    Pruned, Errors
-//	                                             legacy holds every acknowledged write);
+//	                                             legacy holds every acknowledged write;
+//	                                             a marked one a partial listing hides
+//	                                             is not served, nor dropped);
 //	                                             keeps it as an orphan for an observing
 //	                                             legacy (PruneOrphans: drops it) and on a
 //	                                             partial listing, quietly for a volatile
@@ -140,7 +142,7 @@
 //     reported and kept where the checkpoint holds it (rules 4, 5 and 21);
 //   - a write that failed with ErrOutcomeUnknown may or may not be served,
 //     until a later acknowledged write to the entry settles it;
-//   - and but for the open gaps the Caveats name.
+//   - and save for the open gaps the Caveats name.
 //
 // For an observing legacy, an entry only legacy holds is served as legacy
 // records it, and an orphan may be served until its DEL comes. With

@@ -176,10 +176,17 @@ func (s *Store[K, V]) soleCopyWhy() string {
 // loses nothing for this configuration, where there is one.
 func (s *Store[K, V]) recovery(meta checkpoint.Meta) string {
 	repair := "`phaseshift inspect PATH` shows what is damaged; `phaseshift repair-journal --drop-damaged-records PATH` keeps every commit before a journal's damage, and `phaseshift restore-prev PATH` puts back the file before the last compaction, which lacks every commit since (both mark what they write so: phase 3 refuses it, and phases 1 and 2 rebuild it from a legacy that holds every write, or refuse it over one phase 3 left stale, where `phaseshift clear-mark PATH` says how to go on)"
-	if s.legacyIsCurrent(meta) {
-		return "run phase 2 (migrate) once: it rebuilds the checkpoint from legacy, which holds every acknowledged write; or " + repair + "; to serve what can be read and lose the rest, set Config.DiscardUnreadableCheckpoint"
+	const discard = "; to serve what can be read and lose the rest, set Config.DiscardUnreadableCheckpoint"
+	if !s.legacyIsCurrent(meta) {
+		return repair + discard
 	}
-	return repair + "; to serve what can be read and lose the rest, set Config.DiscardUnreadableCheckpoint"
+	from := "legacy, which holds every acknowledged write"
+	if s.explicit == nil {
+		// An observing legacy lists what the runtime has set up: an ADD it
+		// has not listed yet is in the checkpoint only.
+		from = "what legacy lists now (an ADD the runtime has not listed yet is not in it: run it once the node is quiet)"
+	}
+	return "run phase 2 (migrate) once: it rebuilds the checkpoint from " + from + "; or " + repair + discard
 }
 
 // legacyIsCurrent reports whether legacy holds every acknowledged write,

@@ -199,7 +199,8 @@ func storeConfig(cfg proxyConfig, registry source.Reader[string, VM]) migrate.Co
 		Version:                     writer(),
 		Logger:                      cfg.Logger,
 		// The registry lived in memory: it is empty after every restart,
-		// which says nothing about which VMs exist.
+		// which says nothing about which VMs exist. (A source.Map says so
+		// itself; stated here too, for a reader of this file.)
 		VolatileLegacy: true,
 	}
 	// Phase 3 does not write the registry, and would only compare the
